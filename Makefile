@@ -1,0 +1,26 @@
+# spark-governor: `make demo` runs the example job end to end; `make test` runs the test suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+install: $(BIN)/.installed
+
+demo: install
+	$(BIN)/spark-governor demo --seconds 60
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/spark-governor bench overhead
+
+clean:
+	rm -rf $(VENV) bench-results .pytest_cache spark-warehouse

@@ -1,0 +1,137 @@
+"""Prometheus exposition of the control plane (``GET /metrics``).
+
+Naming follows Prometheus conventions: base units (seconds, bytes), ``_total`` for counters,
+``_ratio`` for fractions. Labels are ``job`` and ``stage`` (the template vertex's readable
+name) only — never a task, partition or batch id — so cardinality is bounded by the number of
+stage templates. Per-stage gauges show the most recent *complete* statistics window
+(the window containing "now" is still filling).
+"""
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from aggregators import queries
+from aggregators.models import batches, jobs, reporters
+
+PREFIX = "spark_governor"
+#: templates without a window in this many seconds are not exported
+STALE_AFTER_S = 600
+
+
+class StoreCollector:
+    """Reads the latest statistics from SQL at scrape time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job", "stage"]) for name, doc in (
+            ("stage_service_time_seconds", "Mean executor run time per task (service time), latest window"),
+            ("stage_service_time_per_record_seconds", "Mean run time per input record, latest window"),
+            ("stage_task_latency_seconds", "Mean task latency (finish - stage submission), latest window"),
+            ("stage_task_interarrival_seconds", "Mean interarrival time of tasks at a partition, latest window"),
+            ("stage_task_interarrival_cv", "Coefficient of variation of task interarrival times, latest window"),
+            ("stage_service_time_cv", "Coefficient of variation of task service times, latest window"),
+            ("stage_launch_interarrival_cv", "CV of task launch interarrival within a stage, latest window"),
+            ("stage_utilization_ratio", "Busy slot time / (parallelism * window), latest window"),
+            ("stage_input_records_per_second", "Records read (input + shuffle) per second, latest window"),
+            ("stage_shuffle_read_bytes_per_second", "Shuffle bytes read per second, latest window"),
+            ("stage_shuffle_write_bytes_per_second", "Shuffle bytes written per second, latest window"),
+            ("stage_tasks", "Successful tasks in the latest window"),
+        )}
+        info = GaugeMetricFamily(f"{PREFIX}_stage_info", "Stage template identity", labels=["job", "stage", "template"])
+        jg = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, doc in (
+            ("batch_duration_seconds", "Duration of the latest micro-batch"),
+            ("batch_input_rows", "Input rows of the latest micro-batch"),
+            ("input_rows_per_second", "Input rate of the latest micro-batch"),
+            ("processed_rows_per_second", "Processing rate of the latest micro-batch"),
+            ("batch_interarrival_seconds", "Mean time between micro-batch triggers (last 100 batches)"),
+            ("batch_interarrival_cv", "CV of the time between micro-batch triggers (last 100 batches)"),
+            ("job_slots", "Concurrent task slots reported by the driver"),
+            ("job_last_report_timestamp_seconds", "Time of the latest report"),
+        )}
+        dropped = CounterMetricFamily(f"{PREFIX}_reporter_dropped", "Records and events dropped by reporters",
+                                      labels=["job"])
+        orphaned = CounterMetricFamily(f"{PREFIX}_reporter_orphaned_tasks", "Task events without stage context",
+                                       labels=["job"])
+        ingested = CounterMetricFamily(f"{PREFIX}_tasks_ingested", "Task records ingested", labels=["job"])
+        now_ms = int(time.time() * 1000)
+        with self.engine.connect() as conn:
+            for job in queries.list_jobs(conn):
+                name = job["name"]
+                dropped.add_metric([name], job["reporter_dropped_total"])
+                orphaned.add_metric([name], job["reporter_orphaned_total"])
+                ingested.add_metric([name], job["tasks_reported_total"])
+                if job["slots"] is not None:
+                    jg["job_slots"].add_metric([name], job["slots"])
+                if job["last_report_ms"]:
+                    jg["job_last_report_timestamp_seconds"].add_metric([name], job["last_report_ms"] / 1000.0)
+                seen_names: set[str] = set()
+                for t in queries.template_stats(conn, name, windows=2):
+                    wins = [w for w in t["windows"] if w["window_start_ms"] + w["window_ms"] <= now_ms] or t["windows"]
+                    if not wins or wins[-1]["window_start_ms"] < now_ms - STALE_AFTER_S * 1000:
+                        continue
+                    w = wins[-1]
+                    stage = t["name"] if t["name"] not in seen_names else f"{t['name']} #{t['key'][:6]}"
+                    seen_names.add(stage)
+                    labels = [name, stage]
+                    info.add_metric([name, stage, t["key"]], 1)
+                    window_s = w["window_ms"] / 1000.0
+                    values = {
+                        "stage_service_time_seconds": w["service"]["mean"],
+                        "stage_service_time_per_record_seconds": w["service_per_record"]["mean"],
+                        "stage_task_latency_seconds": w["latency"]["mean"],
+                        "stage_task_interarrival_seconds": w["interarrival"]["mean"],
+                        "stage_task_interarrival_cv": w["interarrival"]["cv"],
+                        "stage_service_time_cv": w["service"]["cv"],
+                        "stage_launch_interarrival_cv": (w.get("launch_interarrival") or {}).get("cv"),
+                        "stage_utilization_ratio": w["utilization"],
+                        "stage_input_records_per_second": w["records_in_per_second"],
+                        "stage_shuffle_read_bytes_per_second": w["shuffle_read_bytes"] / window_s,
+                        "stage_shuffle_write_bytes_per_second": w["shuffle_write_bytes"] / window_s,
+                        "stage_tasks": w["tasks"],
+                    }
+                    for metric, value in values.items():
+                        if value is not None:
+                            g[metric].add_metric(labels, value)
+                b = queries.batch_stats(conn, name, limit=100)
+                if b["batches"]:
+                    last = b["batches"][-1]
+                    jg["batch_duration_seconds"].add_metric([name], last["batch_duration_ms"] / 1000.0)
+                    jg["batch_input_rows"].add_metric([name], last["num_input_rows"])
+                    for key in ("input_rows_per_second", "processed_rows_per_second"):
+                        if last[key] is not None:
+                            jg[key].add_metric([name], last[key])
+                    if b["interarrival"]["mean"] is not None:
+                        jg["batch_interarrival_seconds"].add_metric([name], b["interarrival"]["mean"])
+                    if b["interarrival"]["cv"] is not None:
+                        jg["batch_interarrival_cv"].add_metric([name], b["interarrival"]["cv"])
+        yield from g.values()
+        yield info
+        yield from jg.values()
+        yield dropped
+        yield orphaned
+        yield ingested
+
+
+class IngestMetrics:
+    """In-process counters of the ingest endpoint."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reports = Counter(f"{PREFIX}_reports", "Reports received, by outcome", ["outcome"], registry=registry)
+        self.duration = Histogram(f"{PREFIX}_ingest_duration_seconds", "Time to validate and store one report",
+                                  registry=registry)
+
+
+def build_registry(engine: Engine) -> tuple[CollectorRegistry, IngestMetrics]:
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(engine))
+    return registry, IngestMetrics(registry)

@@ -1,0 +1,135 @@
+"""One call that attaches spark-governor's reporters to a running SparkSession.
+
+::
+
+    from collectors import attach
+    handle = attach(spark, job="clicks-agg", endpoint="http://127.0.0.1:8787")
+    ...
+    handle.detach()          # optional; also runs at interpreter exit
+
+It registers
+
+* a ``SparkListener`` implemented in Python over py4j
+  (``org.apache.spark.scheduler.SparkListenerInterface``; the py4j callback server is started
+  with ``pyspark.java_gateway.ensure_callback_server_started``). Its callbacks only append the
+  event *reference* to the reporter's bounded queue and return: Spark's listener bus never waits
+  for JSON conversion or HTTP. Callbacks we do not use are answered by a generic no-op.
+* a ``StreamingQueryListener`` whose ``onQueryProgress`` queues the progress JSON.
+
+Classic (py4j) PySpark only: Spark Connect has no driver-side listener API for Python.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.events import EventTranslator
+from collectors.reporter import Reporter
+
+log = logging.getLogger("spark_governor.attach")
+
+_FORWARDED = ("onJobStart", "onStageSubmitted", "onStageCompleted", "onTaskEnd", "onExecutorAdded", "onExecutorRemoved")
+
+
+def _noop(*_args: Any) -> None:
+    return None
+
+
+class PySparkListener:
+    """py4j proxy for ``SparkListenerInterface``; forwards selected events to the reporter."""
+
+    class Java:
+        implements = ["org.apache.spark.scheduler.SparkListenerInterface"]
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+
+    def _forward(self, event: Any) -> None:
+        self._reporter.offer("spark", event)
+
+    def __getattr__(self, name: str):
+        if name in _FORWARDED:
+            return self._forward
+        if name.startswith("on"):
+            return _noop
+        raise AttributeError(name)
+
+
+def _query_listener_class():
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class ProgressListener(StreamingQueryListener):
+        """Queues each micro-batch's progress JSON; never raises into Spark."""
+
+        def __init__(self, reporter: Reporter) -> None:
+            self._reporter = reporter
+
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            try:
+                self._reporter.offer("progress", event.progress.json)
+            except Exception:
+                pass
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return ProgressListener
+
+
+@dataclass
+class Attachment:
+    """What ``attach`` registered; ``detach()`` removes the listeners and flushes the reporter."""
+
+    spark: Any
+    reporter: Reporter
+    spark_listener: PySparkListener
+    query_listener: Any
+    detached: bool = False
+
+    def detach(self, flush_timeout_s: float = 5.0) -> None:
+        if self.detached:
+            return
+        self.detached = True
+        try:
+            self.spark.sparkContext._jsc.sc().removeSparkListener(self.spark_listener)
+        except Exception as exc:  # the context may already be stopped
+            log.debug("removeSparkListener: %r", exc)
+        try:
+            self.spark.streams.removeListener(self.query_listener)
+        except Exception as exc:
+            log.debug("removeListener: %r", exc)
+        self.reporter.stop(flush_timeout_s)
+
+
+def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_options: Any) -> Attachment:
+    """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
+
+    ``reporter_options`` are passed to :class:`collectors.reporter.Reporter` (``max_queue``,
+    ``flush_interval_s``, timeouts, ...).
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    gateway = sc._gateway
+    ensure_callback_server_started(gateway)
+    json_protocol = gateway.jvm.org.apache.spark.util.JsonProtocol
+    task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
+    translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
+    reporter = Reporter(job, endpoint, event_to_json=json_protocol.sparkEventToJsonString,
+                        translator=translator, app_id=sc.applicationId, master=sc.master,
+                        **reporter_options).start()
+    listener = PySparkListener(reporter)
+    sc._jsc.sc().addSparkListener(listener)
+    query_listener = _query_listener_class()(reporter)
+    spark.streams.addListener(query_listener)
+    handle = Attachment(spark, reporter, listener, query_listener)
+    atexit.register(handle.detach, 2.0)
+    return handle
