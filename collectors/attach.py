@@ -98,6 +98,10 @@ class Attachment:
         if self.detached:
             return
         self.detached = True
+        try:  # let Spark deliver the events already posted (bounded wait)
+            self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(flush_timeout_s * 1000))
+        except Exception as exc:
+            log.debug("waitUntilEmpty: %r", exc)
         try:
             self.spark.sparkContext._jsc.sc().removeSparkListener(self.spark_listener)
         except Exception as exc:  # the context may already be stopped

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 import requests
 
 from collectors.events import EventTranslator, batch_record
-from policies.wire import SCHEMA_VERSION
+from policies.wire import SCHEMA_VERSION, validate_job_name
 
 log = logging.getLogger("spark_governor.reporter")
 
@@ -54,7 +54,7 @@ class Reporter:
         app_id: Optional[str] = None,
         master: Optional[str] = None,
     ) -> None:
-        self.job = job
+        self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
         self.max_batch = max_batch
         self.flush_interval_s = flush_interval_s

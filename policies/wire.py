@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 SCHEMA_VERSION = 1
 MAX_TASKS_PER_REPORT = 100_000
@@ -154,6 +154,14 @@ def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
     if more > 0:
         parts.append(f"... and {more} more error(s)")
     return "; ".join(parts)
+
+
+def validate_job_name(job: str) -> str:
+    """Return ``job`` if it is a valid job name, else raise ValueError saying why."""
+    try:
+        return TypeAdapter(JobName).validate_python(job)
+    except ValidationError as exc:
+        raise ValueError(f"job: {exc.errors()[0]['msg']} (got {job!r})") from None
 
 
 def parse_report(raw: bytes | str) -> Report:
