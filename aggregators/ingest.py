@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, insert, select, tuple_, update
+from sqlalchemy import bindparam, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
@@ -122,16 +122,36 @@ def _ensure_runtime_vertices(conn: Connection, pairs: set[tuple[int, int]]) -> d
 
 
 def _merge_row(row: dict, moments: dict[str, Moments], names) -> dict:
-    """Merge ``moments`` into the moment columns of an existing row (dict) and return updates."""
+    """Moment columns of ``row`` merged with ``moments`` (all of ``names``, changed or not)."""
     values = {}
     for name in names:
-        m = moments.get(name)
-        if m is None or m.n == 0:
-            continue
-        old = Moments(row[f"{name}_n"], row[f"{name}_mean"], row[f"{name}_m2"])
-        merged = old.merge(m)
+        merged = Moments(row[f"{name}_n"], row[f"{name}_mean"], row[f"{name}_m2"]).merge(moments.get(name, Moments()))
         values.update({f"{name}_n": merged.n, f"{name}_mean": merged.mean, f"{name}_m2": merged.m2})
     return values
+
+
+def _insert_many(conn: Connection, table, rows: list[dict]) -> None:
+    """Bulk INSERT straight through the DB-API ``executemany`` (skips per-row SQL compilation).
+
+    Every dict has the same keys. Used for the hot tables (tasks, runtime windows)."""
+    if not rows:
+        return
+    cols = list(rows[0])
+    style = conn.dialect.paramstyle
+    if style == "qmark":
+        sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in rows])
+    else:  # the compiled statement knows the dialect's parameter style
+        conn.execute(insert(table), rows)
+
+
+def _update_many(conn: Connection, table, rows: list[dict]) -> None:
+    """One executemany UPDATE by primary key; every dict has ``_id`` and the same columns."""
+    if not rows:
+        return
+    cols = [k for k in rows[0] if k != "_id"]
+    stmt = update(table).where(table.c.id == bindparam("_id")).values({c: bindparam(c) for c in cols})
+    conn.execute(stmt, rows)
 
 
 def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
@@ -166,11 +186,9 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
         if rv[1] is not None and t.launch_ms > rv[1]:
             smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
         rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
-    if rows:
-        conn.execute(insert(tasks), rows)
-    for (tid, part), (rid, last) in rvs.items():
-        if last is not None:
-            conn.execute(update(runtime_vertices).where(runtime_vertices.c.id == rid).values(last_launch_ms=last))
+    _insert_many(conn, tasks, rows)
+    _update_many(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": last}
+                                          for rid, last in rvs.values() if last is not None])
     if not sums:
         return len(rows)
     rv_template = {rid: tid for (tid, _p), (rid, _l) in rvs.items()}
@@ -181,7 +199,7 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
         for r in conn.execute(select(runtime_windows).where(
                 tuple_(runtime_windows.c.runtime_vertex_id, runtime_windows.c.window_start_ms).in_(part)).with_for_update()):
             existing[(r.runtime_vertex_id, r.window_start_ms)] = r._asdict()
-    new_rows = []
+    new_rows, changed = [], []
     for key in keys:
         moments = {name: Moments.of(vals) for name, vals in samples.get(key, {}).items()}
         s = sums[key]
@@ -201,9 +219,10 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
             values["failed_tasks"] = row["failed_tasks"] + s["failed_tasks"]
             for name in RUNTIME_SUMS:
                 values[name] = row[name] + s[name]
-            conn.execute(update(runtime_windows).where(runtime_windows.c.id == row["id"]).values(**values))
-    if new_rows:
-        conn.execute(insert(runtime_windows), new_rows)
+            values["_id"] = row["id"]
+            changed.append(values)
+    _update_many(conn, runtime_windows, changed)
+    _insert_many(conn, runtime_windows, new_rows)
     return len(rows)
 
 

@@ -28,6 +28,12 @@ class Moments:
     @staticmethod
     def of(values: Sequence[float] | np.ndarray) -> "Moments":
         """Exact moments of ``values`` (two-pass, numerically stable)."""
+        if isinstance(values, (list, tuple)) and len(values) < 64:  # plain Python beats numpy here
+            n = len(values)
+            if n == 0:
+                return Moments()
+            mean = math.fsum(values) / n
+            return Moments(n, mean, math.fsum((x - mean) ** 2 for x in values))
         arr = np.asarray(values, dtype=np.float64)
         if arr.size == 0:
             return Moments()

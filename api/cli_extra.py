@@ -128,16 +128,16 @@ def bench() -> None:
 
 @bench.command("overhead")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1), help="Runs per variant.")
-@click.option("--seconds", default=30.0, show_default=True, type=click.FloatRange(5), help="Job length per run.")
-@click.option("--rate", default=5000, show_default=True, type=click.IntRange(1))
+@click.option("--batches", default=30, show_default=True, type=click.IntRange(1), help="Measured batches per run.")
+@click.option("--rows", default=20_000, show_default=True, type=click.IntRange(1), help="Rows per batch.")
 @click.option("--ingest-tasks", default=200_000, show_default=True, type=click.IntRange(1000),
               help="Task records POSTed for the ingest benchmark.")
 @click.option("--out", default="bench-results/overhead.json", show_default=True, type=click.Path(dir_okay=False))
-def bench_overhead(runs: int, seconds: float, rate: int, ingest_tasks: int, out: str) -> None:
+def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: str) -> None:
     """Reporter overhead on a Spark job, and ingest throughput of POST /api/v1/reports."""
     from bench.overhead import run_overhead_bench
 
-    result = run_overhead_bench(runs=runs, seconds=seconds, rate=rate, ingest_tasks=ingest_tasks,
+    result = run_overhead_bench(runs=runs, batches=batches, rows=rows, ingest_tasks=ingest_tasks,
                                 log=lambda m: click.echo(m, err=True))
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=2))

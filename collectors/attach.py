@@ -23,7 +23,7 @@ from __future__ import annotations
 import atexit
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from collectors.events import EventTranslator
 from collectors.reporter import Reporter
@@ -55,6 +55,37 @@ class PySparkListener:
         if name.startswith("on"):
             return _noop
         raise AttributeError(name)
+
+
+#: characters fetched per py4j call; py4j answers larger than 8 KiB stall ~40 ms on loopback
+#: (the JVM's 8 KiB writer buffer + Nagle meets Python's delayed ACK), so JSON is read in chunks.
+_CHUNK_CHARS = 1800
+
+
+def jvm_event_to_json(gateway, conf) -> Callable[[Any], str]:
+    """A function turning a py4j ``SparkListenerEvent`` into Spark's event-log JSON.
+
+    Uses ``JsonProtocol.writeSparkEventToJson`` into a JVM ``StringWriter`` and reads the
+    buffer back in chunks of ``_CHUNK_CHARS`` characters: about 1 ms per task event instead of
+    ~44 ms for one large string answer.
+    """
+    jvm = gateway.jvm
+    protocol = jvm.org.apache.spark.util.JsonProtocol
+    options = jvm.org.apache.spark.util.JsonProtocolOptions(conf)
+    factory = jvm.com.fasterxml.jackson.core.JsonFactory()
+
+    def convert(event: Any) -> str:
+        writer = jvm.java.io.StringWriter()
+        generator = factory.createGenerator(writer)
+        protocol.writeSparkEventToJson(event, generator, options)
+        generator.close()
+        buf = writer.getBuffer()
+        n = buf.length()
+        if n <= _CHUNK_CHARS:
+            return buf.toString()
+        return "".join(buf.substring(i, min(n, i + _CHUNK_CHARS)) for i in range(0, n, _CHUNK_CHARS))
+
+    return convert
 
 
 def _query_listener_class():
@@ -124,10 +155,9 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_
     sc = spark.sparkContext
     gateway = sc._gateway
     ensure_callback_server_started(gateway)
-    json_protocol = gateway.jvm.org.apache.spark.util.JsonProtocol
     task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
     translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
-    reporter = Reporter(job, endpoint, event_to_json=json_protocol.sparkEventToJsonString,
+    reporter = Reporter(job, endpoint, event_to_json=jvm_event_to_json(gateway, sc._jsc.sc().conf()),
                         translator=translator, app_id=sc.applicationId, master=sc.master,
                         **reporter_options).start()
     listener = PySparkListener(reporter)

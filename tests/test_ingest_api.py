@@ -9,7 +9,7 @@ from aggregators import db
 from aggregators.models import metadata
 from aggregators.welford import Moments
 from api.app import Settings, create_app
-from tests.reportgen import gz, make_report
+from bench.reports import gz, make_report
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from sqlalchemy import inspect
 from aggregators import db
 from aggregators.models import metadata
 from api.app import Settings, create_app
-from tests.reportgen import gz, make_report
+from bench.reports import gz, make_report
 
 
 def _tables(url: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""Synthetic but well-formed reports for API and ingest tests (and the ingest benchmark)."""
+"""Synthetic, well-formed reports for the ingest benchmark and the API tests."""
 from __future__ import annotations
 
 import gzip
