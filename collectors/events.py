@@ -167,7 +167,7 @@ class EventTranslator:
             "gc_time_ms": _int(tm.get("JVM GC Time")),
             "deserialize_ms": _int(tm.get("Executor Deserialize Time")),
             "result_serialize_ms": _int(tm.get("Result Serialization Time")),
-            # Python data sources update the input accumulators but not the TaskMetrics copy
+            # event logs written with accumulators may carry input counts only there
             "input_records": max(_int(inp.get("Records Read")), _int(acc.get("internal.metrics.input.recordsRead"))),
             "input_bytes": max(_int(inp.get("Bytes Read")), _int(acc.get("internal.metrics.input.bytesRead"))),
             "output_records": _int(out.get("Records Written")),
