@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
                                 runtime_vertices, runtime_windows, template_vertices, template_windows)
 from aggregators.welford import Moments
+from policies.wire import EVENT_TIME_METRIC
 
 
 class NotFound(LookupError):
@@ -178,5 +179,31 @@ def batch_stats(conn: Connection, job: str, limit: int = 100) -> dict:
             gaps.append((r["trigger_ms"] - prev) / 1000.0)
         last_by_run[r["run_id"]] = r["trigger_ms"]
     items = [{k: v for k, v in r.items() if k not in ("id", "job_id")} for r in rows]
+    span_s = gaps_n = 0.0
+    for item in items:
+        item["record_interarrival_s"], item["record_wait_s"] = _event_time(item["observed_metrics"])
+        obs = item["observed_metrics"].get(EVENT_TIME_METRIC) or {}
+        if item["record_interarrival_s"] is not None:
+            span_s += (obs["max_us"] - obs["min_us"]) / 1e6
+            gaps_n += obs["records"] - 1
     durations = Moments.of([r["batch_duration_ms"] / 1000.0 for r in rows])
-    return {"batches": items, "interarrival": Moments.of(gaps).to_dict(), "duration": durations.to_dict()}
+    return {"batches": items, "interarrival": Moments.of(gaps).to_dict(), "duration": durations.to_dict(),
+            "record_interarrival": {"mean": span_s / gaps_n if gaps_n else None, "gaps": int(gaps_n)}}
+
+
+def _event_time(observed: dict) -> tuple[Optional[float], Optional[float]]:
+    """(mean record interarrival s, mean record wait s) of one batch from its observed metrics.
+
+    Only the mean interarrival is exact from (count, min, max); its variance would need every
+    record's timestamp, which the observation does not carry.
+    """
+    obs = observed.get(EVENT_TIME_METRIC)
+    if not isinstance(obs, dict):
+        return None, None
+    try:
+        n, lo, hi = int(obs["records"]), float(obs["min_us"]), float(obs["max_us"])
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    wait = obs.get("wait_us_avg")
+    wait_s = float(wait) / 1e6 if isinstance(wait, (int, float)) else None
+    return ((hi - lo) / 1e6 / (n - 1) if n > 1 else None), wait_s

@@ -109,6 +109,8 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         for attempt in range(5):
             try:
                 with engine.begin() as conn:
+                    if conn.dialect.name == "sqlite":  # take the write lock now, not on first write
+                        conn.exec_driver_sql("BEGIN IMMEDIATE")
                     result = ingest_report(conn, report, settings.window_ms)
                 break
             except (IntegrityError, OperationalError):  # concurrent first insert / busy database

@@ -43,9 +43,9 @@ def serve(host: str, port: int, db_url: str, window_seconds: float, retention_ho
     try:
         plane.start()
     except SchemaNotCurrent as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}")
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
     click.echo(f"spark-governor control plane on {plane.url} (db {db_url})", err=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -94,7 +94,7 @@ def _get(endpoint: str, path: str) -> dict:
     try:
         resp = requests.get(endpoint.rstrip("/") + path, timeout=10)
     except requests.RequestException as exc:
-        raise click.ClickException(f"cannot reach {endpoint}: {exc.__class__.__name__}")
+        raise click.ClickException(f"cannot reach {endpoint}: {exc.__class__.__name__}") from None
     if resp.status_code != 200:
         try:
             message = resp.json().get("error", resp.text)

@@ -118,7 +118,7 @@ def dashboards_push(grafana_url: str, token, user, password, datasource_uid, fol
                                     datasource_uid=datasource_uid, folder_uid=folder_uid):
             click.echo(f"{uid}: {status}")
     except PushError as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from None
 
 
 @main.group()

@@ -12,11 +12,9 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from aggregators import queries
-from aggregators.models import batches, jobs, reporters
 
 PREFIX = "spark_governor"
 #: templates without a window in this many seconds are not exported
@@ -56,6 +54,8 @@ class StoreCollector:
             ("batch_interarrival_seconds", "Mean time between micro-batch triggers (last 100 batches)"),
             ("batch_interarrival_cv", "CV of the time between micro-batch triggers (last 100 batches)"),
             ("job_slots", "Concurrent task slots reported by the driver"),
+            ("record_interarrival_seconds", "Mean interarrival of records by event time, latest batch that has it"),
+            ("record_wait_seconds", "Mean wait from event time to batch start, latest batch that has it"),
             ("job_last_report_timestamp_seconds", "Time of the latest report"),
         )}
         dropped = CounterMetricFamily(f"{PREFIX}_reporter_dropped", "Records and events dropped by reporters",
@@ -110,6 +110,11 @@ class StoreCollector:
                     for key in ("input_rows_per_second", "processed_rows_per_second"):
                         if last[key] is not None:
                             jg[key].add_metric([name], last[key])
+                    timed = [x for x in b["batches"] if x["record_interarrival_s"] is not None]
+                    if timed:
+                        jg["record_interarrival_seconds"].add_metric([name], timed[-1]["record_interarrival_s"])
+                        if timed[-1]["record_wait_s"] is not None:
+                            jg["record_wait_seconds"].add_metric([name], timed[-1]["record_wait_s"])
                     if b["interarrival"]["mean"] is not None:
                         jg["batch_interarrival_seconds"].add_metric([name], b["interarrival"]["mean"])
                     if b["interarrival"]["cv"] is not None:

@@ -56,13 +56,14 @@ def build_session(master: str = "local[2]", shuffle_partitions: int = 4, app_nam
 
 def start_query(spark, cfg: DemoConfig, checkpoint: str):
     """Start the keyed count over the Zipf source; returns the StreamingQuery."""
+    from collectors.observe import observe_event_time
     from collectors.sources.zipf import register_zipf_source
 
     register_zipf_source(spark)
     src = (spark.readStream.format("zipf").option("rowsPerSecond", cfg.rows_per_second)
            .option("keys", cfg.keys).option("skew", cfg.skew).option("seed", cfg.seed)
            .option("numPartitions", cfg.source_partitions).load())
-    counts = src.groupBy("key").count()
+    counts = observe_event_time(src, "event_time").groupBy("key").count()
     return (counts.writeStream.queryName(cfg.job.replace("-", "_")).outputMode("update").format("noop")
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime=f"{cfg.trigger_seconds} seconds").start())

@@ -10,6 +10,7 @@ queue) is counted as *orphaned* and not reported.
 """
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -227,3 +228,28 @@ def batch_record(progress: dict) -> dict:
         "event_time": {str(k): str(v) for k, v in (progress.get("eventTime") or {}).items()},
         "observed_metrics": observed,
     }
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_concatenated(text: str) -> list:
+    """JSON values written one after another (separated by optional whitespace), in order.
+
+    Stops at the first value that does not parse (a truncated tail)."""
+    values, i, n = [], 0, len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            return values
+        try:
+            value, i = _DECODER.raw_decode(text, i)
+        except ValueError:
+            return values
+        values.append(value)
+
+
+def decode_json_events(events: list) -> list:
+    """Default decoder for already-serialized events (JSON strings) or dicts."""
+    return [json.loads(e) if isinstance(e, (str, bytes)) else e for e in events]

@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 
 import requests
 
-from collectors.events import EventTranslator, batch_record
+from collectors.events import EventTranslator, batch_record, decode_json_events
 from policies.wire import SCHEMA_VERSION, validate_job_name
 
 log = logging.getLogger("spark_governor.reporter")
@@ -49,7 +49,7 @@ class Reporter:
         read_timeout_s: float = 5.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
-        event_to_json: Optional[Callable[[Any], str]] = None,
+        decode_events: Optional[Callable[[list], list]] = None,
         translator: Optional[EventTranslator] = None,
         app_id: Optional[str] = None,
         master: Optional[str] = None,
@@ -62,7 +62,7 @@ class Reporter:
         self.timeout = (connect_timeout_s, read_timeout_s)
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
-        self.event_to_json = event_to_json or (lambda e: e if isinstance(e, str) else json.dumps(e))
+        self.decode_events = decode_events or decode_json_events
         self.translator = translator or EventTranslator()
         self.app_id, self.master = app_id, master
         self.id = uuid.uuid4().hex
@@ -155,15 +155,31 @@ class Reporter:
             self._wake.wait(min(0.05, max(0.0, next_send - time.monotonic())) or 0.01)
             self._wake.clear()
 
-    def _drain(self, limit: int = 50_000) -> None:
+    def _drain(self, limit: int = 2_000) -> None:
+        """Convert up to ``limit`` queued items into wire records, in arrival order."""
+        items = []
         for _ in range(limit):
             try:
-                kind, item = self._raw.popleft()
+                items.append(self._raw.popleft())
             except IndexError:
-                return
+                break
+        if not items:
+            return
+        spark_events = [item for kind, item in items if kind == "spark"]
+        try:
+            decoded = iter(self.decode_events(spark_events) if spark_events else [])
+        except Exception as exc:
+            self.conversion_errors += len(spark_events)
+            self.last_error = f"conversion: {exc!r}"[:500]
+            decoded = iter([None] * len(spark_events))
+        for kind, item in items:
             try:
                 if kind == "spark":
-                    records = self.translator.handle(json.loads(self.event_to_json(item)))
+                    event = next(decoded)
+                    if event is None:
+                        self.conversion_errors += 1
+                        continue
+                    records = self.translator.handle(event)
                 elif kind == "progress":
                     records = [("batch", batch_record(json.loads(item) if isinstance(item, str) else item))]
                 else:
@@ -176,6 +192,8 @@ class Reporter:
                 if len(self._outbox) == self._outbox.maxlen:
                     self.dropped += 1
                 self._outbox.append(rec)
+        if len(self._raw):
+            self._wake.set()
 
     def _build_pending(self) -> None:
         items = [self._outbox.popleft() for _ in range(min(self.max_batch, len(self._outbox)))]

@@ -170,3 +170,9 @@ def parse_report(raw: bytes | str) -> Report:
         return Report.model_validate_json(raw)
     except ValidationError as exc:
         raise ReportError(describe_validation_error(exc)) from None
+
+
+#: Name of the observed metric that ``collectors.observe.observe_event_time`` adds to a query;
+#: its row has ``records``, ``min_us``, ``max_us`` (event time, epoch microseconds) and
+#: ``wait_us_avg`` (mean of batch start − event time, microseconds).
+EVENT_TIME_METRIC = "spark_governor_event_time"

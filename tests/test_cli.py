@@ -5,7 +5,6 @@ import subprocess
 import sys
 import threading
 
-import pytest
 import requests
 from click.testing import CliRunner
 from werkzeug.serving import make_server

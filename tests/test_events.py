@@ -60,14 +60,12 @@ def test_tasks_of_an_unseen_stage_are_orphaned_not_reported():
 
 
 def test_non_streaming_jobs_are_ignored():
-    reg = TemplateRegistry()
     tr = EventTranslator()
     job = next(e for e in events() if e["Event"] == "SparkListenerJobStart")
     plain = {**job, "Properties": {}}
     tr.handle(plain)
     task_end = next(e for e in events() if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in job["Stage IDs"])
     assert tr.handle(task_end) == [] and tr.orphaned == 0
-    assert reg is not None
 
 
 def test_different_queries_get_different_keys():
@@ -86,3 +84,11 @@ def test_batch_record_from_progress():
     BatchRecord.model_validate(rec)
     assert rec["trigger_ms"] == 1795321062000 and rec["processed_rows_per_second"] is None
     assert rec["durations_ms"]["addBatch"] == 637
+
+
+def test_parse_concatenated_values_and_truncated_tail():
+    from collectors.events import parse_concatenated
+
+    assert parse_concatenated('{"a": 1} {"b": [2, 3]}\n {"c": "x y"}') == [{"a": 1}, {"b": [2, 3]}, {"c": "x y"}]
+    assert parse_concatenated('{"a": 1} {"b": ') == [{"a": 1}]
+    assert parse_concatenated("   ") == []

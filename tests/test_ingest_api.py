@@ -12,10 +12,12 @@ from api.app import Settings, create_app
 from bench.reports import gz, make_report
 
 
-@pytest.fixture
-def engine(sqlite_url):
-    db.upgrade(sqlite_url)
-    eng = db.make_engine(sqlite_url)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request, sqlite_url):
+    """Every ingest test runs against SQLite and a real PostgreSQL."""
+    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
+    db.upgrade(url)
+    eng = db.make_engine(url)
     yield eng
     eng.dispose()
 
@@ -188,3 +190,47 @@ def test_retention_purges_old_rows(client, engine):
     assert deleted["tasks"] == 40 and deleted["batches"] == 2
     counts = row_counts(engine)
     assert counts["tasks"] == 0 and counts["runtime_windows"] == 0 and counts["jobs"] == 1
+
+
+def test_concurrent_reporters_store_every_task_once(engine):
+    """Several reporters posting at once (threads, one transaction each) lose and duplicate nothing."""
+    import threading
+
+    app = create_app(engine, Settings(window_ms=5000))
+    errors = []
+
+    def reporter(k):
+        client = app.test_client()
+        for seq in range(1, 6):
+            rep = make_report(n_tasks=60, seq=seq, reporter_id=f"rep-{k}", seed=seq * 10 + k, partitions=6)
+            r = post(client, gz(rep), gzip_it=True)
+            if r.status_code != 200:
+                errors.append(r.json)
+
+    threads = [threading.Thread(target=reporter, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    counts = row_counts(engine)
+    assert counts["tasks"] == 4 * 5 * 60 and counts["runtime_vertices"] == 12 and counts["template_vertices"] == 2
+    client = app.test_client()
+    stages = client.get("/api/v1/jobs/job-a/stages?windows=1000").json["stages"]
+    assert sum(s["summary"]["tasks"] for s in stages) == 4 * 5 * 60
+
+
+def test_scheduler_runs_retention(engine):
+    """The APScheduler job inside serve purges old statistics on its own."""
+    from api.scheduler import build_scheduler
+    from tests.conftest import wait_for
+
+    app = create_app(engine, Settings())
+    post(app.test_client(), gz(make_report(n_tasks=20)), gzip_it=True)  # tasks from 2023: older than 1 h
+    scheduler = build_scheduler(engine, retention_s=3600, retention_interval_s=0.2)
+    scheduler.start()
+    try:
+        wait_for(lambda: row_counts(engine)["tasks"] == 0, 20, what="retention run")
+    finally:
+        scheduler.shutdown(wait=True)
+    assert row_counts(engine)["jobs"] == 1

@@ -1,6 +1,5 @@
 """End to end on real local Spark: a streaming query → reporters → control plane → SQL, API,
 /metrics and a real Prometheus evaluating every dashboard panel."""
-import time
 
 import pytest
 import requests
@@ -65,6 +64,16 @@ def test_input_records_equal_rows_the_source_produced(fed):
     with plane.engine.connect() as conn:
         records = conn.execute(select(func.sum(tasks.c.input_records)).where(tasks.c.batch_id.in_(ids))).scalar()
     assert records == result.input_rows
+
+
+def test_record_interarrival_from_event_time(fed):
+    """The source spreads 3000 rows/s evenly in event time: the mean gap is 1/3000 s."""
+    plane, _, _ = fed
+    b = requests.get(f"{plane.url}/api/v1/jobs/{JOB}/batches?limit=10000").json()
+    assert b["record_interarrival"]["mean"] == pytest.approx(1 / 3000, rel=0.1)
+    timed = [x for x in b["batches"] if x["record_interarrival_s"] is not None]
+    assert len(timed) >= len(b["batches"]) - 2
+    assert all(x["record_wait_s"] > 0 for x in timed)
 
 
 def test_template_keys_are_stable_across_batches(fed):
