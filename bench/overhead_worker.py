@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     total = a.batches + a.warmup
     src = (spark.readStream.format("zipf").option("rowsPerSecond", 10_000_000).option("keys", 10_000)
            .option("skew", 1.1).option("maxRowsPerBatch", a.rows).option("numPartitions", 2).load())
-    with tempfile.TemporaryDirectory() as ckpt:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as ckpt:
         q = (src.groupBy("key").count().writeStream.outputMode("update").format("noop")
              .option("checkpointLocation", ckpt).start())
         t0 = time.time()

@@ -14,7 +14,8 @@ It registers
   with ``pyspark.java_gateway.ensure_callback_server_started``). Its callbacks only append the
   event *reference* to the reporter's bounded queue and return: Spark's listener bus never waits
   for JSON conversion or HTTP. Callbacks we do not use are answered by a generic no-op.
-* a ``StreamingQueryListener`` whose ``onQueryProgress`` queues the progress JSON.
+* a ``StreamingQueryListener`` (through Spark's Python listener wrapper) whose
+  ``onQueryProgress`` queues the JVM event; the reporter thread renders its JSON.
 
 Classic (py4j) PySpark only: Spark Connect has no driver-side listener API for Python.
 """
@@ -23,7 +24,8 @@ from __future__ import annotations
 import atexit
 import logging
 from dataclasses import dataclass
-from typing import Any
+import json
+from typing import Any, Callable
 
 from collectors.events import EventTranslator, parse_concatenated
 from collectors.reporter import Reporter
@@ -63,6 +65,14 @@ class PySparkListener:
 _CHUNK_CHARS = 2600
 
 
+def read_jvm_text(buffer) -> str:
+    """Read a JVM ``StringBuffer``/``StringBuilder`` in chunks of ``_CHUNK_CHARS`` characters."""
+    n = buffer.length()
+    if n <= _CHUNK_CHARS:
+        return buffer.toString()
+    return "".join(buffer.substring(i, min(n, i + _CHUNK_CHARS)) for i in range(0, n, _CHUNK_CHARS))
+
+
 class JvmEventDecoder:
     """Turns a list of py4j ``SparkListenerEvent`` objects into Spark's event-log JSON dicts.
 
@@ -91,14 +101,10 @@ class JvmEventDecoder:
 
     def _read(self) -> str:
         self._generator.flush()
-        buf = self._buffer
-        n = buf.length()
         try:
-            if n <= _CHUNK_CHARS:
-                return buf.toString()
-            return "".join(buf.substring(i, min(n, i + _CHUNK_CHARS)) for i in range(0, n, _CHUNK_CHARS))
+            return read_jvm_text(self._buffer)
         finally:
-            buf.setLength(0)
+            self._buffer.setLength(0)
 
     def _collect(self, written: list[int], out: list) -> None:
         if not written:
@@ -126,31 +132,52 @@ class JvmEventDecoder:
         return out
 
 
-def _query_listener_class():
-    from pyspark.sql.streaming.listener import StreamingQueryListener
+def jvm_progress_decoder(gateway) -> Callable[[list], list]:
+    """Decoder for ``QueryProgressEvent`` JVM objects: their progress JSON as dicts.
 
-    class ProgressListener(StreamingQueryListener):
-        """Queues each micro-batch's progress JSON; never raises into Spark."""
+    ``StringBuilder.append(progress)`` renders the progress (its ``toString`` is the JSON)
+    inside the JVM, so the text comes back in small chunks (about 6 py4j calls per batch instead
+    of PySpark's field-by-field ``StreamingQueryProgress.fromJObject``).
+    """
+    jvm = gateway.jvm
 
-        def __init__(self, reporter: Reporter) -> None:
-            self._reporter = reporter
-
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
+    def decode(events: list) -> list:
+        out = []
+        for event in events:
             try:
-                self._reporter.offer("progress", event.progress.json)
+                text = read_jvm_text(jvm.java.lang.StringBuilder().append(event.progress()))
+                out.append(json.loads(text))
             except Exception:
-                pass
+                out.append(None)
+        return out
 
-        def onQueryIdle(self, event) -> None:
-            pass
+    return decode
 
-        def onQueryTerminated(self, event) -> None:
-            pass
 
-    return ProgressListener
+class ProgressListener:
+    """py4j proxy for ``org.apache.spark.sql.streaming.PythonStreamingQueryListener``.
+
+    Registered through Spark's ``PythonStreamingQueryListenerWrapper`` (as PySpark's own
+    ``StreamingQueryListener`` is), but it only queues the JVM event: the progress is rendered
+    later by the reporter thread."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+
+    def onQueryProgress(self, event) -> None:
+        self._reporter.offer("progress", event)
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
 
 
 @dataclass
@@ -160,7 +187,7 @@ class Attachment:
     spark: Any
     reporter: Reporter
     spark_listener: PySparkListener
-    query_listener: Any
+    query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
     detached: bool = False
 
     def detach(self, flush_timeout_s: float = 5.0) -> None:
@@ -176,7 +203,7 @@ class Attachment:
         except Exception as exc:  # the context may already be stopped
             log.debug("removeSparkListener: %r", exc)
         try:
-            self.spark.streams.removeListener(self.query_listener)
+            self.spark._jsparkSession.streams().removeListener(self.query_listener)
         except Exception as exc:
             log.debug("removeListener: %r", exc)
         self.reporter.stop(flush_timeout_s)
@@ -196,12 +223,13 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_
     task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
     translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
-                        translator=translator, app_id=sc.applicationId, master=sc.master,
+                        decode_progress=jvm_progress_decoder(gateway), translator=translator, app_id=sc.applicationId, master=sc.master,
                         **reporter_options).start()
     listener = PySparkListener(reporter)
     sc._jsc.sc().addSparkListener(listener)
-    query_listener = _query_listener_class()(reporter)
-    spark.streams.addListener(query_listener)
+    query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
+        ProgressListener(reporter))
+    spark._jsparkSession.streams().addListener(query_listener)
     handle = Attachment(spark, reporter, listener, query_listener)
     atexit.register(handle.detach, 2.0)
     return handle

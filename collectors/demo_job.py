@@ -79,7 +79,7 @@ def run_demo_job(cfg: DemoConfig, spark=None) -> DemoResult:
 
         handle = attach(spark, job=cfg.job, endpoint=cfg.endpoint, **cfg.reporter_options)
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="sg-ckpt-") as ckpt:
+    with tempfile.TemporaryDirectory(prefix="sg-ckpt-", ignore_cleanup_errors=True) as ckpt:
         query = start_query(spark, cfg, ckpt)
         try:
             query.awaitTermination(cfg.seconds)

@@ -50,6 +50,7 @@ class Reporter:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         decode_events: Optional[Callable[[list], list]] = None,
+        decode_progress: Optional[Callable[[list], list]] = None,
         translator: Optional[EventTranslator] = None,
         app_id: Optional[str] = None,
         master: Optional[str] = None,
@@ -63,6 +64,7 @@ class Reporter:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.decode_events = decode_events or decode_json_events
+        self.decode_progress = decode_progress or decode_json_events
         self.translator = translator or EventTranslator()
         self.app_id, self.master = app_id, master
         self.id = uuid.uuid4().hex
@@ -165,25 +167,18 @@ class Reporter:
                 break
         if not items:
             return
-        spark_events = [item for kind, item in items if kind == "spark"]
-        try:
-            decoded = iter(self.decode_events(spark_events) if spark_events else [])
-        except Exception as exc:
-            self.conversion_errors += len(spark_events)
-            self.last_error = f"conversion: {exc!r}"[:500]
-            decoded = iter([None] * len(spark_events))
+        decoded = {kind: iter(self._decode(decoder, [item for k, item in items if k == kind]))
+                   for kind, decoder in (("spark", self.decode_events), ("progress", self.decode_progress))}
         for kind, item in items:
             try:
+                event = next(decoded[kind])
+                if event is None:
+                    self.conversion_errors += 1
+                    continue
                 if kind == "spark":
-                    event = next(decoded)
-                    if event is None:
-                        self.conversion_errors += 1
-                        continue
                     records = self.translator.handle(event)
-                elif kind == "progress":
-                    records = [("batch", batch_record(json.loads(item) if isinstance(item, str) else item))]
                 else:
-                    records = []
+                    records = [("batch", batch_record(event))]
             except Exception as exc:  # a malformed event must not stop reporting
                 self.conversion_errors += 1
                 self.last_error = f"conversion: {exc!r}"[:500]
@@ -194,6 +189,15 @@ class Reporter:
                 self._outbox.append(rec)
         if len(self._raw):
             self._wake.set()
+
+    def _decode(self, decoder: Callable[[list], list], raw: list) -> list:
+        if not raw:
+            return []
+        try:
+            return decoder(raw)
+        except Exception as exc:
+            self.last_error = f"conversion: {exc!r}"[:500]
+            return [None] * len(raw)
 
     def _build_pending(self) -> None:
         items = [self._outbox.popleft() for _ in range(min(self.max_batch, len(self._outbox)))]

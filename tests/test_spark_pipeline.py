@@ -16,6 +16,7 @@ JOB = "pipeline-test"
 
 
 def spark_task_count(spark, run_id: str) -> int:
+    """Tasks Spark completed successfully for the query's jobs (its status tracker, not our listener)."""
     tracker = spark.sparkContext.statusTracker()
     total = 0
     for job_id in tracker.getJobIdsForGroup(run_id):
@@ -23,7 +24,7 @@ def spark_task_count(spark, run_id: str) -> int:
         for stage_id in info.stageIds:
             st = tracker.getStageInfo(stage_id)
             if st is not None:
-                total += st.numCompletedTasks + st.numFailedTasks
+                total += st.numCompletedTasks
     return total
 
 
@@ -42,9 +43,9 @@ def fed(spark, tmp_path_factory):
     plane.stop()
 
 
-def stored_tasks(plane) -> int:
+def stored_tasks(plane, successful=True) -> int:
     with plane.engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(tasks)).scalar()
+        return conn.execute(select(func.count()).select_from(tasks).where(tasks.c.successful == successful)).scalar()
 
 
 def test_every_task_spark_ran_is_stored_once(fed):
@@ -53,6 +54,11 @@ def test_every_task_spark_ran_is_stored_once(fed):
     assert expected > 0
     wait_for(lambda: stored_tasks(plane) >= expected, 30, what="all tasks stored")
     assert stored_tasks(plane) == expected
+    # the only unsuccessful tasks are those killed when the query stopped mid-batch
+    with plane.engine.connect() as conn:
+        failed = conn.execute(select(tasks.c.batch_id, tasks.c.failure_reason).where(~tasks.c.successful)).all()
+        last_batch = conn.execute(select(func.max(tasks.c.batch_id))).scalar()
+    assert all(r.failure_reason.startswith("TaskKilled") and r.batch_id == last_batch for r in failed), failed
     assert result.reporter_stats["dropped"] == 0 and result.reporter_stats["orphaned"] == 0
 
 
