@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
                                 runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
                                 template_windows)
+from aggregators.directives import apply_acks
 from aggregators.welford import Moments
 from policies.wire import Report
 
@@ -297,9 +298,13 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
     result.batches = _store_batches(conn, job_id, report)
     r = report.reporter
-    values = {"last_report_ms": now}
+    values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
     if r.slots is not None:
         values["slots"] = r.slots
+    if r.executors is not None:
+        values["executors"] = r.executors
+    if r.applied:
+        apply_acks(conn, job_id, list(r.applied), now)
     if r.app_id:
         values.update(app_id=r.app_id, master=r.master)
     conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))

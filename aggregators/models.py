@@ -48,6 +48,8 @@ jobs = Table(
     Column("slots", Integer),
     Column("app_id", String(256)),
     Column("master", String(256)),
+    Column("executors", Integer),  # executors registered (driver excluded), as the reporter last said
+    Column("not_actuatable", JSON),  # knob -> reason it cannot be actuated (e.g. "local mode")
 )
 
 reporters = Table(
@@ -193,4 +195,100 @@ batches = Table(
     Column("observed_metrics", JSON, nullable=False),
     UniqueConstraint("job_id", "run_id", "batch_id", name="uq_batches_job_run_batch"),
     Index("ix_batches_job_trigger", "job_id", "trigger_ms"),
+)
+
+# -- policies, decisions, directives (migration 0002) -------------------------------------------
+
+policy_configs = Table(
+    "policy_configs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("policy", String(128), nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("mode", String(16), nullable=False),  # dry-run | act
+    Column("config", JSON, nullable=False),
+    Column("updated_ms", BigInteger, nullable=False),
+    UniqueConstraint("job_id", "policy", name="uq_policy_configs_job_policy"),
+)
+
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("policy", String(128), nullable=False),
+    Column("knob", String(32), nullable=False),
+    Column("old_value", JSON),
+    Column("new_value", JSON),
+    Column("reason", Text, nullable=False),
+    Column("inputs", JSON, nullable=False),
+    Column("prediction", JSON, nullable=False),
+    Column("mode", String(16), nullable=False),
+    # recorded (dry-run) | issued | applied | failed | not_actuatable | superseded
+    Column("status", String(16), nullable=False),
+    Column("status_message", Text),
+    Column("directive_version", Integer),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("applied_ms", BigInteger),
+    Column("outcome", JSON),
+    Column("effective", Boolean),
+    Column("outcome_ms", BigInteger),
+    Index("ix_decisions_job_created", "job_id", "created_ms"),
+)
+
+directives = Table(
+    "directives", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("knob", String(32), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("value", JSON),
+    Column("decision_id", Integer, ForeignKey("decisions.id", ondelete="SET NULL")),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("applied_version", Integer),
+    Column("applied_ms", BigInteger),
+    Column("status", String(16), nullable=False),  # pending | applied | failed | not_actuatable
+    Column("message", Text),
+    UniqueConstraint("job_id", "knob", name="uq_directives_job_knob"),
+)
+
+knob_states = Table(
+    "knob_states", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("knob", String(32), nullable=False),
+    Column("last_change_ms", BigInteger),
+    Column("last_direction", Integer, nullable=False, default=0),
+    Column("consecutive_ineffective_ups", Integer, nullable=False, default=0),
+    Column("held", Boolean, nullable=False, default=False),
+    UniqueConstraint("job_id", "knob", name="uq_knob_states_job_knob"),
+)
+
+events = Table(
+    "events", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE")),
+    Column("kind", String(32), nullable=False),  # policy_error | hold | release | ...
+    Column("policy", String(128)),
+    Column("message", Text, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("ix_events_job_created", "job_id", "created_ms"),
+)
+
+api_tokens = Table(
+    "api_tokens", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("token_sha256", String(64), nullable=False, unique=True),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("who", String(128)),
+    Column("method", String(8), nullable=False),
+    Column("path", String(512), nullable=False),
+    Column("body", JSON),
+    Column("status", Integer, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
 )

@@ -45,7 +45,8 @@ def list_jobs(conn: Connection) -> list[dict]:
     for j in conn.execute(select(jobs).order_by(jobs.c.name)):
         d = drops.get(j.id)
         out.append({"name": j.name, "created_ms": j.created_ms, "last_report_ms": j.last_report_ms,
-                    "slots": j.slots, "app_id": j.app_id, "master": j.master,
+                    "slots": j.slots, "app_id": j.app_id, "master": j.master, "executors": j.executors,
+                    "not_actuatable": j.not_actuatable or {},
                     "reporters": int(d.reporters) if d else 0,
                     "tasks_reported_total": int(d.tasks or 0) if d else 0,
                     "reporter_dropped_total": int(d.dropped or 0) if d else 0,

@@ -18,8 +18,11 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from aggregators import queries
+from aggregators.directives import current_directives
 from aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
+from api.governor import Governor
 from api.metrics import build_registry
+from api.policies_api import build_blueprint
 from policies.wire import ReportError, parse_report
 
 
@@ -28,6 +31,7 @@ class Settings:
     """Control-plane settings. Sizes in bytes, window in milliseconds."""
 
     window_ms: int = DEFAULT_WINDOW_MS
+    evaluation_interval_s: float = 10.0             # policy evaluation interval
     max_body_bytes: int = 16 * 1024 * 1024          # as sent (compressed)
     max_decompressed_bytes: int = 64 * 1024 * 1024  # after gunzip
 
@@ -69,6 +73,9 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["spark_governor.engine"] = engine
     registry, ingest_metrics = build_registry(engine)
+    governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms)
+    app.extensions["spark_governor.governor"] = governor
+    app.register_blueprint(build_blueprint(engine, governor))
 
     @app.errorhandler(BadRequest)
     def _bad(exc: BadRequest):
@@ -120,8 +127,11 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
                 time.sleep(0.05 * (attempt + 1))
         ingest_metrics.reports.labels("duplicate" if result.duplicate else "accepted").inc()
         ingest_metrics.duration.observe(time.perf_counter() - started)
+        with engine.connect() as conn:
+            pending = [{"knob": d["knob"], "version": d["version"], "value": d["value"]}
+                       for d in current_directives(conn, result.job_id)]
         return jsonify(accepted={"tasks": result.tasks, "stages": result.stages, "batches": result.batches},
-                       duplicate=result.duplicate, directives=[])
+                       duplicate=result.duplicate, directives=pending)
 
     @app.get("/api/v1/jobs")
     def get_jobs():

@@ -33,13 +33,28 @@ def main(verbose: bool) -> None:
               help="Statistics older than this are deleted.")
 @click.option("--migrate/--no-migrate", default=None,
               help="Run migrations at start (default: only for SQLite).")
-def serve(host: str, port: int, db_url: str, window_seconds: float, retention_hours: float, migrate) -> None:
+@click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Policy evaluation interval.")
+@click.option("--token", "tokens", multiple=True, metavar="NAME=SECRET",
+              help="API token for write endpoints (repeatable; also SPARK_GOVERNOR_TOKENS=n1=s1,n2=s2).")
+def serve(host: str, port: int, db_url: str, window_seconds: float, retention_hours: float, migrate,
+          evaluation_seconds: float, tokens: tuple[str, ...]) -> None:
     """Start the control plane (HTTP API, /metrics and the scheduler)."""
+    import os
+
     from api.app import Settings
     from api.server import ControlPlane, SchemaNotCurrent
 
-    plane = ControlPlane(db_url=db_url, host=host, port=port, settings=Settings(window_ms=int(window_seconds * 1000)),
-                         retention_s=retention_hours * 3600, migrate=migrate)
+    named = {}
+    for item in [*tokens, *filter(None, os.environ.get("SPARK_GOVERNOR_TOKENS", "").split(","))]:
+        name, sep, secret = item.partition("=")
+        if not sep or not name or len(secret) < 8:
+            raise click.BadParameter("expected NAME=SECRET with a secret of at least 8 characters",
+                                     param_hint="--token")
+        named[name] = secret
+    settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds)
+    plane = ControlPlane(db_url=db_url, host=host, port=port, settings=settings,
+                         retention_s=retention_hours * 3600, migrate=migrate, tokens=named)
     try:
         plane.start()
     except SchemaNotCurrent as exc:

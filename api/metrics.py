@@ -12,9 +12,11 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from aggregators import queries
+from aggregators.models import decisions, directives, events, jobs, knob_states
 
 PREFIX = "spark_governor"
 #: templates without a window in this many seconds are not exported
@@ -63,8 +65,35 @@ class StoreCollector:
         orphaned = CounterMetricFamily(f"{PREFIX}_reporter_orphaned_tasks", "Task events without stage context",
                                        labels=["job"])
         ingested = CounterMetricFamily(f"{PREFIX}_tasks_ingested", "Task records ingested", labels=["job"])
+        decided = CounterMetricFamily(f"{PREFIX}_decisions", "Policy decisions by outcome status",
+                                      labels=["job", "policy", "knob", "status"])
+        policy_errors = CounterMetricFamily(f"{PREFIX}_policy_errors", "Policy evaluation errors", labels=["job"])
+        held = GaugeMetricFamily(f"{PREFIX}_knob_held", "1 while scale-ups of a knob are held (ineffective)",
+                                 labels=["job", "knob"])
+        ineffective = GaugeMetricFamily(f"{PREFIX}_knob_ineffective_scale_ups",
+                                        "Ineffective scale-ups in a row", labels=["job", "knob"])
+        version = GaugeMetricFamily(f"{PREFIX}_directive_version", "Latest directive version", labels=["job", "knob"])
+        applied = GaugeMetricFamily(f"{PREFIX}_directive_applied_version", "Directive version the driver applied",
+                                    labels=["job", "knob"])
+        executors = GaugeMetricFamily(f"{PREFIX}_executors", "Executors registered (driver excluded)", labels=["job"])
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
+            names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
+            for r in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.knob, decisions.c.status,
+                                         func.count().label("n"))
+                                  .group_by(decisions.c.job_id, decisions.c.policy, decisions.c.knob,
+                                            decisions.c.status)):
+                decided.add_metric([names[r.job_id], r.policy, r.knob, r.status], r.n)
+            for r in conn.execute(select(events.c.job_id, func.count().label("n")).where(
+                    events.c.kind == "policy_error", events.c.job_id.is_not(None)).group_by(events.c.job_id)):
+                policy_errors.add_metric([names[r.job_id]], r.n)
+            for r in conn.execute(select(knob_states)):
+                held.add_metric([names[r.job_id], r.knob], 1 if r.held else 0)
+                ineffective.add_metric([names[r.job_id], r.knob], r.consecutive_ineffective_ups)
+            for r in conn.execute(select(directives)):
+                version.add_metric([names[r.job_id], r.knob], r.version)
+                if r.applied_version is not None:
+                    applied.add_metric([names[r.job_id], r.knob], r.applied_version)
             for job in queries.list_jobs(conn):
                 name = job["name"]
                 dropped.add_metric([name], job["reporter_dropped_total"])
@@ -72,6 +101,8 @@ class StoreCollector:
                 ingested.add_metric([name], job["tasks_reported_total"])
                 if job["slots"] is not None:
                     jg["job_slots"].add_metric([name], job["slots"])
+                if job.get("executors") is not None:
+                    executors.add_metric([name], job["executors"])
                 if job["last_report_ms"]:
                     jg["job_last_report_timestamp_seconds"].add_metric([name], job["last_report_ms"] / 1000.0)
                 seen_names: set[str] = set()
@@ -125,6 +156,7 @@ class StoreCollector:
         yield dropped
         yield orphaned
         yield ingested
+        yield from (decided, policy_errors, held, ineffective, version, applied, executors)
 
 
 class IngestMetrics:

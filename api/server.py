@@ -9,6 +9,7 @@ from werkzeug.serving import make_server
 
 from aggregators.db import DEFAULT_DB_URL, current_revision, make_engine, upgrade
 from api.app import Settings, create_app
+from api.policies_api import store_tokens
 from api.scheduler import build_scheduler
 
 
@@ -35,6 +36,7 @@ class ControlPlane:
     retention_s: float = 24 * 3600.0
     retention_interval_s: float = 60.0
     migrate: Optional[bool] = None  # None: automatically for SQLite only
+    tokens: dict = field(default_factory=dict)  # API token name -> secret (stored hashed)
 
     def start(self) -> "ControlPlane":
         migrate = self.db_url.startswith("sqlite") if self.migrate is None else self.migrate
@@ -43,12 +45,15 @@ class ControlPlane:
         elif current_revision(self.db_url) != head_revision():
             raise SchemaNotCurrent(f"database schema is not current; run: spark-governor db upgrade --db {self.db_url}")
         self.engine = make_engine(self.db_url)
+        if self.tokens:
+            store_tokens(self.engine, self.tokens)
         self.app = create_app(self.engine, self.settings)
         self._server = make_server(self.host, self.port, self.app, threaded=True)
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name="spark-governor-http", daemon=True)
         self._thread.start()
-        self.scheduler = build_scheduler(self.engine, self.retention_s, self.retention_interval_s)
+        self.scheduler = build_scheduler(self.engine, self.retention_s, self.retention_interval_s,
+                                         governor=self.app.extensions["spark_governor.governor"])
         self.scheduler.start()
         return self
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import json
 from typing import Any, Callable
 
+from collectors.appliers import ExecutorApplier
 from collectors.events import EventTranslator, parse_concatenated
 from collectors.reporter import Reporter
 
@@ -222,8 +223,15 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_
     ensure_callback_server_started(gateway)
     task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
     translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
+    executors = ExecutorApplier(sc)
+
+    def live_state() -> dict:
+        return {"slots": sc._jsc.sc().defaultParallelism() // max(1, task_cpus),
+                "executors": len(executors.executor_ids())}
+
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
-                        decode_progress=jvm_progress_decoder(gateway), translator=translator, app_id=sc.applicationId, master=sc.master,
+                        decode_progress=jvm_progress_decoder(gateway), translator=translator,
+                        appliers={"executors": executors}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
                         **reporter_options).start()
     listener = PySparkListener(reporter)
     sc._jsc.sc().addSparkListener(listener)

@@ -58,11 +58,14 @@ class EventTranslator:
         self._initial_slots = slots
         self.task_cpus = max(1, task_cpus)
         self.orphaned = 0
+        self.live_slots: Optional[int] = None  # set by the reporter from the SparkContext
 
     # -- executors -------------------------------------------------------------------------
     @property
     def slots(self) -> Optional[int]:
         """Concurrent task slots: total executor cores / spark.task.cpus (None if unknown)."""
+        if self.live_slots is not None:
+            return self.live_slots
         if self._executor_cores:
             return sum(self._executor_cores.values()) // self.task_cpus
         return self._initial_slots

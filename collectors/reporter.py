@@ -54,6 +54,8 @@ class Reporter:
         translator: Optional[EventTranslator] = None,
         app_id: Optional[str] = None,
         master: Optional[str] = None,
+        appliers: Optional[dict[str, Callable[[Any], tuple[str, Optional[str]]]]] = None,
+        live_state: Optional[Callable[[], dict]] = None,
     ) -> None:
         self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
@@ -85,6 +87,11 @@ class Reporter:
         self.conversion_errors = 0
         self.last_error: Optional[str] = None
         self.directives: list = []  # latest directives returned by the control plane
+        self.appliers = dict(appliers or {})  # knob -> applier(value) -> (status, message)
+        self.live_state = live_state  # () -> {"slots": int, "executors": int}, read in this thread
+        self.applied_versions: dict[str, int] = {}
+        self._acks: list[dict] = []  # directive acknowledgements not yet delivered
+        self.apply_log: list[dict] = []  # every ack, for the job's own inspection
 
     # -- producer side (Spark's threads) ---------------------------------------------------
     def offer(self, kind: str, item: Any) -> None:
@@ -138,7 +145,8 @@ class Reporter:
             due = now >= next_send
             if stopping:
                 due = now < getattr(self, "_final_deadline", now)
-            if due and (self._pending or self._outbox or now - last_ack >= self.heartbeat_s or stopping):
+            if due and (self._pending or self._outbox or self._acks or now - last_ack >= self.heartbeat_s
+                        or stopping):
                 ok = self._send_once()
                 if ok:
                     last_ack = time.monotonic()
@@ -169,7 +177,7 @@ class Reporter:
             return
         decoded = {kind: iter(self._decode(decoder, [item for k, item in items if k == kind]))
                    for kind, decoder in (("spark", self.decode_events), ("progress", self.decode_progress))}
-        for kind, item in items:
+        for kind, _item in items:
             try:
                 event = next(decoded[kind])
                 if event is None:
@@ -214,12 +222,28 @@ class Reporter:
                 body["templates"].append({"key": t.key, "name": t.name, "ordinal": t.ordinal,
                                           "operators": list(t.operators), "parents": list(t.parents)})
         self._seq += 1
+        live = {}
+        if self.live_state is not None:
+            try:
+                live = self.live_state()
+            except Exception:  # the context may be stopping
+                live = {}
+        if live.get("slots") is not None:
+            self.translator.live_slots = live["slots"]
+        not_actuatable = {}
+        for knob, applier in self.appliers.items():
+            reason = getattr(applier, "not_actuatable", lambda: None)()
+            if reason:
+                not_actuatable[knob] = reason
+        acks, self._acks = self._acks, []
         report = {
             "schema_version": SCHEMA_VERSION,
             "job": self.job,
             "reporter": {"id": self.id, "seq": self._seq, "dropped_total": self.dropped,
                          "orphaned_total": self.translator.orphaned, "app_id": self.app_id,
-                         "master": self.master, "slots": self.translator.slots},
+                         "master": self.master, "slots": self.translator.slots,
+                         "executors": live.get("executors"), "not_actuatable": not_actuatable,
+                         "applied": acks},
             **body,
         }
         raw = json.dumps(report, separators=(",", ":")).encode()
@@ -251,5 +275,29 @@ class Reporter:
         try:
             self.directives = resp.json().get("directives", [])
         except ValueError:
-            pass
+            self.directives = []
+        self._apply(self.directives)
         return True
+
+    def _apply(self, directives: list) -> None:
+        """Apply each directive whose version is newer than the one applied; queue the acks."""
+        for d in directives:
+            try:
+                knob, version, value = d["knob"], int(d["version"]), d.get("value")
+            except (KeyError, TypeError, ValueError):
+                continue
+            if version <= self.applied_versions.get(knob, 0):
+                continue
+            applier = self.appliers.get(knob)
+            if applier is None:
+                status, message = "not_actuatable", f"not actuatable: this job has no applier for {knob}"
+            else:
+                try:
+                    status, message = applier(value)
+                except Exception as exc:
+                    status, message = "failed", f"{exc.__class__.__name__}: {exc}"[:500]
+            self.applied_versions[knob] = version
+            ack = {"knob": knob, "version": version, "status": status, "message": message}
+            self._acks.append(ack)
+            self.apply_log.append({**ack, "value": value, "at": time.time()})
+            self._wake.set()

@@ -29,6 +29,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+Knob = Literal["executors", "batch_interval", "partition_plan", "exchanges"]
+
+
+class DirectiveAck(_Strict):
+    """What the driver did with a directive version."""
+
+    knob: Knob
+    version: NonNeg
+    status: Literal["applied", "failed", "not_actuatable"]
+    message: Optional[Annotated[str, Field(max_length=2048)]] = None
+
+
 class ReporterInfo(_Strict):
     """Identity and cumulative counters of one reporter instance (one ``attach`` call)."""
 
@@ -39,6 +51,9 @@ class ReporterInfo(_Strict):
     app_id: Optional[Name] = None
     master: Optional[Name] = None
     slots: Optional[NonNeg] = None  # current task slots (total executor cores / task cpus)
+    executors: Optional[NonNeg] = None  # executors registered, the driver excluded
+    not_actuatable: dict[Knob, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
+    applied: list[DirectiveAck] = Field(default_factory=list, max_length=64)
 
 
 class TemplateRecord(_Strict):

@@ -1,0 +1,50 @@
+"""Collect: build the read-only ``JobView`` a policy evaluates, from the statistics store."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from aggregators import queries
+from aggregators.directives import current_directives
+from aggregators.models import batches, decisions
+from policies.base import BatchStats, DirectiveState, JobView, StageStats
+
+
+def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
+               max_batches: int = 500) -> JobView:
+    """The job's stages over the last ``window_s`` seconds (whole statistics windows of
+    ``window_ms``), its batches triggered in that span, directives and executor state."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    j = queries.job_row(conn, job)
+    n_windows = max(1, math.ceil(window_s * 1000 / window_ms))
+    since = now_ms - int(window_s * 1000)
+    stages = []
+    for t in queries.template_stats(conn, job, windows=n_windows):
+        wins = [w for w in t["windows"] if w["window_start_ms"] + w["window_ms"] > since]
+        if not wins:
+            continue
+        summary = t["summary"]
+        stages.append(StageStats(
+            key=t["key"], name=t["name"], tasks=sum(w["tasks"] for w in wins),
+            service_mean_s=summary["service"]["mean"], latency_mean_s=summary["latency"]["mean"],
+            utilization=wins[-1]["utilization"], parallelism=wins[-1]["parallelism"],
+            records_in_per_second=wins[-1]["records_in_per_second"],
+            utilization_windows=tuple(w["utilization"] for w in wins if w["utilization"] is not None)))
+    rows = conn.execute(select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= since)
+                        .order_by(batches.c.trigger_ms).limit(max_batches)).mappings().all()
+    batch_stats = tuple(BatchStats(
+        batch_id=r["batch_id"], trigger_ms=r["trigger_ms"],
+        processing_s=(r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"]) / 1000.0,
+        num_input_rows=r["num_input_rows"], input_rows_per_second=r["input_rows_per_second"],
+        processed_rows_per_second=r["processed_rows_per_second"]) for r in rows)
+    dirs = {d["knob"]: DirectiveState(d["knob"], d["version"], d["value"], d["applied_version"], d["status"],
+                                      d["message"]) for d in current_directives(conn, j.id)}
+    last = {r.knob: r.last_ms for r in conn.execute(select(decisions.c.knob, func.max(decisions.c.created_ms).label("last_ms"))
+                                               .where(decisions.c.job_id == j.id).group_by(decisions.c.knob))}
+    return JobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
+                   directives=dirs, executors=j.executors, slots=j.slots,
+                   not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last)

@@ -1,0 +1,123 @@
+"""The policy interface: a read-only view of one job in, proposals out.
+
+Shaped like the Flink Kubernetes operator's autoscaler (collect → evaluate → decide → realize):
+the control plane *collects* a :class:`JobView` from SQL, a policy *evaluates* it and returns
+:class:`Proposal` objects, the framework *decides* (safety rules in ``policies.safety``, knob
+ownership, persistence) and *realizes* them as versioned directives. A policy never imports
+Spark, Flask or SQL.
+
+Units: times in seconds unless a name ends in ``_ms`` (epoch milliseconds).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+#: The knobs a policy can own; at most one enabled policy owns a knob per job.
+KNOBS = ("executors", "batch_interval", "partition_plan", "exchanges")
+
+
+@dataclass(frozen=True)
+class StageStats:
+    """Template-vertex statistics over the policy's window (merged over partitions)."""
+
+    key: str
+    name: str
+    tasks: int
+    service_mean_s: Optional[float]
+    latency_mean_s: Optional[float]
+    utilization: Optional[float]  # busy slot time / (parallelism × window)
+    parallelism: Optional[int]
+    records_in_per_second: Optional[float]
+    utilization_windows: tuple[float, ...] = ()  # per statistics window, oldest first
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """One micro-batch: ``processing_s`` is the trigger execution time, ``trigger_ms`` its start."""
+
+    batch_id: int
+    trigger_ms: int
+    processing_s: float
+    num_input_rows: int
+    input_rows_per_second: Optional[float]
+    processed_rows_per_second: Optional[float]
+
+
+@dataclass(frozen=True)
+class DirectiveState:
+    """Desired value of a knob (``version``) and what the driver last reported applying."""
+
+    knob: str
+    version: int
+    value: Any
+    applied_version: Optional[int] = None
+    status: str = "pending"  # pending | applied | failed | not_actuatable
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """Everything a policy may look at for one job, frozen at evaluation time."""
+
+    job: str
+    now_ms: int
+    window_s: float
+    stages: tuple[StageStats, ...] = ()
+    batches: tuple[BatchStats, ...] = ()
+    directives: dict[str, DirectiveState] = field(default_factory=dict)
+    executors: Optional[int] = None  # executors currently registered (not counting the driver)
+    slots: Optional[int] = None
+    not_actuatable: dict[str, str] = field(default_factory=dict)  # knob -> why it cannot be actuated
+    last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
+
+    def current(self, knob: str, default: Any = None) -> Any:
+        """The knob's current value: the applied directive, else what the job reports."""
+        d = self.directives.get(knob)
+        if d is not None and d.status == "applied":
+            return d.value
+        if knob == "executors" and self.executors is not None:
+            return self.executors
+        return default if d is None else d.value
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A policy's wish for one knob, with what justified it.
+
+    ``prediction`` holds what the policy expects to observe after the change (same names as
+    the measured ``inputs``), which the effectiveness check compares later."""
+
+    knob: str
+    value: Any
+    reason: str
+    inputs: dict = field(default_factory=dict)
+    prediction: dict = field(default_factory=dict)
+
+
+class PolicyConfig(BaseModel):
+    """Base of every policy's config schema: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Policy(ABC):
+    """Subclass, set ``name``, ``knobs`` and ``Config``, implement ``evaluate``; then register
+    the class under the entry-point group ``spark_governor.policies``."""
+
+    name: ClassVar[str]
+    knobs: ClassVar[tuple[str, ...]]
+    Config: ClassVar[type[PolicyConfig]] = PolicyConfig
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def evaluate(self, view: JobView, config: PolicyConfig) -> list[Proposal]:
+        """Return proposals (possibly none) for the knobs this policy owns."""
+
+    # -- effectiveness (policies that predict can override) --------------------------------
+    def observe(self, view: JobView, knob: str) -> dict:
+        """Measured values comparable to a proposal's ``prediction`` (default: none)."""
+        return {}
