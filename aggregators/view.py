@@ -17,7 +17,7 @@ from policies.base import BatchStats, DirectiveState, JobView, StageStats
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
                max_batches: int = 500) -> JobView:
     """The job's stages over the last ``window_s`` seconds (whole statistics windows of
-    ``window_ms``), its batches triggered in that span, directives and executor state."""
+    ``window_ms``), its latest ``max_batches`` batches of the last hour, directives and executor state."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     j = queries.job_row(conn, job)
     n_windows = max(1, math.ceil(window_s * 1000 / window_ms))
@@ -34,8 +34,10 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
             utilization=wins[-1]["utilization"], parallelism=wins[-1]["parallelism"],
             records_in_per_second=wins[-1]["records_in_per_second"],
             utilization_windows=tuple(w["utilization"] for w in wins if w["utilization"] is not None)))
-    rows = conn.execute(select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= since)
-                        .order_by(batches.c.trigger_ms).limit(max_batches)).mappings().all()
+    # the latest batches, also those triggered before the span that completed within it
+    rows = list(reversed(conn.execute(
+        select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
+        .order_by(batches.c.trigger_ms.desc()).limit(max_batches)).mappings().all()))
     batch_stats = tuple(BatchStats(
         batch_id=r["batch_id"], trigger_ms=r["trigger_ms"],
         processing_s=(r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"]) / 1000.0,

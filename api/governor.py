@@ -124,7 +124,7 @@ class Governor:
         for d in conn.execute(select(decisions).where(
                 decisions.c.job_id == job_id, decisions.c.policy == policy.name, decisions.c.status == "applied",
                 decisions.c.outcome_ms.is_(None), decisions.c.applied_ms <= due)).all():
-            observed = policy.observe(view, d.knob)
+            observed = policy.observe(view, d.knob, cfg)
             effective = judge_effect(d.inputs or {}, d.prediction or {}, observed, cfg.effective_fraction)
             conn.execute(update(decisions).where(decisions.c.id == d.id).values(
                 outcome={"observed": observed, "predicted": d.prediction}, effective=effective, outcome_ms=now_ms))

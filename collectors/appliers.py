@@ -11,10 +11,13 @@ from typing import Any, Optional
 class ExecutorApplier:
     """Sets the number of executors with the SparkContext developer API over py4j.
 
-    Scale-up: ``requestTotalExecutors(n, 0, {})``. Scale-down: kill executors that run no task
-    (from Spark's status store), oldest ids first, with ``killExecutors`` (which also lowers the
-    target), then ``requestTotalExecutors(n, ...)`` so the cluster manager keeps that target. In
-    ``local[*]`` mode the knob is not actuatable.
+    Scale-up: ``requestTotalExecutors(n, 0, {})``. Scale-down: lower the target with
+    ``requestTotalExecutors(n, ...)`` and kill executors that run no task (from Spark's status
+    store), oldest ids first, with ``killExecutors``, and only while no Spark job runs, i.e.
+    between micro-batches (an idle executor may hold shuffle output the running batch still
+    needs; killing it causes fetch failures and stage retries). Executors that cannot be killed
+    yet are killed by ``reconcile``, which the reporter calls every cycle until the count reaches
+    the target. In ``local[*]`` mode the knob is not actuatable.
     """
 
     knob = "executors"
@@ -24,6 +27,7 @@ class ExecutorApplier:
         self.jsc = sc._jsc.sc()
         self.jvm = sc._jvm
         self.utils = sc._jvm.org.apache.spark.api.python.PythonUtils
+        self.target: Optional[int] = None
 
     def not_actuatable(self) -> Optional[str]:
         return "local mode" if self.sc.master.startswith("local") else None
@@ -46,6 +50,25 @@ class ExecutorApplier:
         no_locality = self.utils.toScalaMap(self.jvm.java.util.HashMap())
         return bool(self.jsc.requestTotalExecutors(n, 0, no_locality))
 
+    def reconcile(self) -> list[str]:
+        """Kill idle executors while more than the target are registered; returns those killed."""
+        if self.target is None or self.not_actuatable():
+            return []
+        excess = len(self.executor_ids()) - self.target
+        if excess <= 0:
+            return []
+        if self.sc.statusTracker().getActiveJobsIds():
+            # only between micro-batches: an executor without running tasks may still hold the
+            # shuffle output the running batch's next stage will fetch
+            return []
+        victims = self.idle_executor_ids()[:excess]
+        if not victims:
+            return []
+        killed = self.jsc.killExecutors(self.utils.toSeq(self.jvm.java.util.ArrayList(victims)))
+        if killed:
+            self._request_total(self.target)  # killExecutors lowered the target; keep ours
+        return list(victims) if killed else []
+
     def __call__(self, value: Any) -> tuple[str, Optional[str]]:
         reason = self.not_actuatable()
         if reason:
@@ -55,20 +78,15 @@ class ExecutorApplier:
             if target < 0:
                 return "failed", f"invalid executor count {value!r}"
             current = self.executor_ids()
-            killed: list[str] = []
-            if target < len(current):
-                victims = self.idle_executor_ids()[: len(current) - target]
-                if victims:
-                    seq = self.utils.toSeq(self.jvm.java.util.ArrayList(victims))
-                    killed = list(victims) if self.jsc.killExecutors(seq) else []
-            ok = self._request_total(target)
-            if not ok:
+            if not self._request_total(target):
                 return "failed", f"cluster manager refused a total of {target} executors"
+            self.target = target
+            killed = self.reconcile()
             message = f"requested {target} executors (had {len(current)})"
             if killed:
                 message += f"; killed idle {', '.join(killed)}"
             elif target < len(current):
-                message += "; no idle executor to kill yet, target lowered"
+                message += "; busy executors are released when idle"
             return "applied", message
         except Exception as exc:  # report, never raise into the reporter
             return "failed", f"{exc.__class__.__name__}: {str(exc)[:300]}"

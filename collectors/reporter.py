@@ -235,6 +235,11 @@ class Reporter:
             reason = getattr(applier, "not_actuatable", lambda: None)()
             if reason:
                 not_actuatable[knob] = reason
+        for applier in self.appliers.values():  # converge towards applied targets (e.g. idle kills)
+            try:
+                getattr(applier, "reconcile", lambda: None)()
+            except Exception as exc:
+                self.last_error = f"reconcile: {exc!r}"[:500]
         acks, self._acks = self._acks, []
         report = {
             "schema_version": SCHEMA_VERSION,

@@ -118,6 +118,6 @@ class Policy(ABC):
         """Return proposals (possibly none) for the knobs this policy owns."""
 
     # -- effectiveness (policies that predict can override) --------------------------------
-    def observe(self, view: JobView, knob: str) -> dict:
+    def observe(self, view: JobView, knob: str, config: PolicyConfig) -> dict:
         """Measured values comparable to a proposal's ``prediction`` (default: none)."""
         return {}

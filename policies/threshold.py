@@ -48,7 +48,7 @@ class ThresholdConfig(SafetyConfig):
     scale_up_ratio: float = Field(0.9, gt=0, description="Add executors when processing/interval ≥ this")
     scale_down_ratio: float = Field(0.3, ge=0, description="Remove one executor when processing/interval ≤ this")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
-    min_batches: int = Field(2, ge=1, description="Batches needed in the window to decide")
+    min_batches: int = Field(1, ge=1, description="Completed batches needed to decide")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -64,8 +64,15 @@ class ThresholdPolicy(Policy):
     description = "Spark Streaming's dynamic-allocation rule on batch processing time / trigger interval"
 
     def _ratio(self, view: JobView, cfg: ThresholdConfig) -> tuple[Optional[float], dict]:
-        since = view.now_ms - int(cfg.scaling_interval_s * 1000)
-        recent = [b for b in view.batches if b.trigger_ms >= since]
+        # batches *completed* in the last scaling interval and after the last decision (Spark
+        # averages the batches completed since its previous scaling evaluation); when a batch
+        # overran the whole interval, the latest one completed after the last decision
+        last = view.last_decision_ms.get("executors", 0)
+        since = max(view.now_ms - int(cfg.scaling_interval_s * 1000), last)
+        done = [b for b in view.batches if b.trigger_ms + b.processing_s * 1000 <= view.now_ms]
+        recent = [b for b in done if b.trigger_ms + b.processing_s * 1000 > since]
+        if not recent and done and done[-1].trigger_ms + done[-1].processing_s * 1000 > last:
+            recent = done[-1:]
         interval = trigger_interval_s(view, cfg.trigger_interval_s)
         if len(recent) < cfg.min_batches or not interval:
             return None, {"batches": len(recent), "trigger_interval_s": interval}
@@ -92,9 +99,12 @@ class ThresholdPolicy(Policy):
             return []
         return [Proposal("executors", new, reason, inputs, {"ratio": ratio * current / max(new, 1)})]
 
-    def observe(self, view: JobView, knob: str) -> dict:
+    def observe(self, view: JobView, knob: str, config) -> dict:
         # judged over the batches since the change only (the effectiveness window)
-        ratio, _ = self._ratio(view, ThresholdConfig(scaling_interval_s=view.window_s))
+        since = view.now_ms - int(view.window_s * 1000)
+        recent = [b for b in view.batches if b.trigger_ms + b.processing_s * 1000 > since]
+        interval = trigger_interval_s(view, config.trigger_interval_s)
+        ratio = statistics.fmean(b.processing_s for b in recent) / interval if recent and interval else None
         return {} if ratio is None else {"ratio": ratio}
 
 
@@ -152,6 +162,6 @@ class UtilizationThresholdPolicy(Policy):
                              inputs, {"utilization": u * current / (current - 1)})]
         return []
 
-    def observe(self, view: JobView, knob: str) -> dict:
+    def observe(self, view: JobView, knob: str, config) -> dict:
         u = self._busiest(view)
         return {} if u is None else {"utilization": u}

@@ -109,3 +109,17 @@ def test_registry_lists_builtin_policies_and_validates_config():
         validate_config(cls, {"scale_up_ratio": 0.3, "scale_down_ratio": 0.5})
     with pytest.raises(PolicyNotFound, match="available"):
         get_policy("nope")
+
+
+def test_threshold_window_forgets_old_load_and_sees_long_overruns():
+    high = [BatchStats(i, NOW - 120_000 + i * 2000, 3.0, 100, None, None) for i in range(10)]
+    low = [BatchStats(100 + i, NOW - 7_000 + i * 2000, 0.2, 10, None, None) for i in range(3)]
+    v = JobView("j", NOW, 60, batches=tuple(high + low), executors=4,
+                last_decision_ms={"executors": NOW - 100_000})
+    (p,) = ThresholdPolicy().evaluate(v, ThresholdConfig(trigger_interval_s=2.0, scaling_interval_s=8))
+    assert p.value == 3 and p.inputs["ratio"] == pytest.approx(0.1)
+    # one batch that ran for 90 s and just completed: seen although it started long ago
+    overrun = (BatchStats(7, NOW - 91_000, 90.0, 10**6, None, None),)
+    v = JobView("j", NOW, 60, batches=overrun, executors=1, last_decision_ms={"executors": NOW - 95_000})
+    (p,) = ThresholdPolicy().evaluate(v, ThresholdConfig(trigger_interval_s=2.0, scaling_interval_s=8))
+    assert p.value == 1 + 45

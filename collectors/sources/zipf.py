@@ -18,7 +18,9 @@ re-partitioned micro-batch yields exactly the same rows. Offsets are
 end offsets' ``t_ms``, so they are deterministic on replay as well.
 
 The number of rows offered grows with wall-clock time at ``rowsPerSecond`` from the first
-``latestOffset`` call of a run; ``maxRowsPerBatch`` (option) caps one micro-batch.
+``latestOffset`` call of a run; ``maxRowsPerBatch`` (option) caps one micro-batch. With the
+option ``rateFile`` (a path holding a number), the rate is re-read at every ``latestOffset``
+call, so a test or a demo can change the input rate of a running query.
 """
 from __future__ import annotations
 
@@ -91,21 +93,33 @@ def _source_classes():
             self.seed = int(options.get("seed", 0))
             self.num_partitions = int(options.get("numPartitions", 2))
             self.max_rows = int(options.get("maxRowsPerBatch", 0)) or None
+            self.rate_file = options.get("rateFile")
             if self.rate <= 0 or self.num_partitions < 1:
                 raise ValueError("zipf source: rowsPerSecond must be > 0 and numPartitions >= 1")
             zipf_cdf(self.keys, self.skew)  # validates keys and skew
-            self._t0 = None
-            self._base = 0
+            self._last_t = None
+            self._available = 0.0  # rows offered so far (fractional)
 
         def initialOffset(self) -> dict:
             return {"rows": 0, "t_ms": int(time.time() * 1000)}
 
+        def _current_rate(self) -> float:
+            if self.rate_file:
+                try:
+                    with open(self.rate_file) as f:
+                        return max(0.0, float(f.read().strip()))
+                except (OSError, ValueError):
+                    pass
+            return self.rate
+
         def latestOffset(self, start: dict = None, limit=None) -> dict:
             now = time.time()
             start_rows = int(start["rows"]) if start else 0
-            if self._t0 is None:
-                self._t0, self._base = now, start_rows
-            target = self._base + int(self.rate * (now - self._t0))
+            if self._last_t is None:
+                self._last_t, self._available = now, float(start_rows)
+            self._available += self._current_rate() * (now - self._last_t)
+            self._last_t = now
+            target = int(self._available)
             if self.max_rows is not None:
                 target = min(target, start_rows + self.max_rows)
             if start is not None and target <= start_rows:

@@ -22,7 +22,7 @@ class FixedExecutors(Policy):
         return [Proposal("executors", config.target, f"keep {config.target}", {"executors": current},
                          {"executors": config.target})]
 
-    def observe(self, view: JobView, knob: str) -> dict:
+    def observe(self, view: JobView, knob: str, config) -> dict:
         return {} if view.executors is None else {"executors": view.executors}
 
 
