@@ -22,6 +22,7 @@ from aggregators.directives import current_directives
 from aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
 from api.governor import Governor
 from api.metrics import build_registry
+from api.openapi import openapi_document
 from api.policies_api import build_blueprint
 from policies.wire import ReportError, parse_report
 
@@ -161,6 +162,10 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         limit = _int_arg("limit", 100, 1, 10_000)
         with engine.connect() as conn:
             return jsonify(job=job, **queries.batch_stats(conn, job, limit))
+
+    @app.get("/api/v1/openapi.json")
+    def openapi():
+        return jsonify(openapi_document())
 
     @app.get("/healthz")
     def healthz():

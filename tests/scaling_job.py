@@ -40,8 +40,22 @@ def main(argv=None) -> None:
     spark.sparkContext.setLogLevel("WARN")
     from collectors.appliers import ExecutorApplier
 
-    # a standalone app takes every free core at start; begin from a small, known size
-    print("initial size:", ExecutorApplier(spark.sparkContext)(a.initial_executors), flush=True)
+    # a standalone app takes every free core at start; begin from a small, known size. Executors
+    # the master launched before the limit register later, so keep killing idle extras until the
+    # count has stayed at the initial size for a few seconds.
+    sizer = ExecutorApplier(spark.sparkContext)
+    print("initial size:", sizer(a.initial_executors), flush=True)
+    deadline, stable_since = time.time() + 120, None
+    while time.time() < deadline:
+        sizer.reconcile()
+        if len(sizer.executor_ids()) == a.initial_executors:
+            stable_since = stable_since or time.time()
+            if time.time() - stable_since >= 5:
+                break
+        else:
+            stable_since = None
+        time.sleep(0.5)
+    print("executors at start:", sizer.executor_ids(), flush=True)
     handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5)
     register_zipf_source(spark)
     cost = a.row_cost_us / 1e6

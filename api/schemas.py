@@ -1,0 +1,293 @@
+"""Response bodies of the web API as pydantic models: the source of the OpenAPI document.
+
+The handlers build plain dicts; these models describe them exactly (``extra="forbid"`` becomes
+``additionalProperties: false``), and ``tests/test_openapi.py`` validates real responses against
+the document built from them, so a field added to a handler without being added here fails a
+test. Units are those of the handlers: ``*_ms`` epoch milliseconds (or durations in ms where the
+name says so), statistics in seconds, rates per second.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Error(_Body):
+    """Every 4xx/5xx answer: ``error`` names the offending field or resource first."""
+
+    error: str
+
+
+class Health(_Body):
+    status: Literal["ok", "error"]
+    error: Optional[str] = None
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+class AcceptedCounts(_Body):
+    tasks: int
+    stages: int
+    batches: int
+
+
+class PendingDirective(_Body):
+    """A knob's desired value the driver should apply if ``version`` is newer than its own."""
+
+    knob: str
+    version: int
+    value: Any
+
+
+class ReportAccepted(_Body):
+    accepted: AcceptedCounts
+    duplicate: bool
+    directives: list[PendingDirective]
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+class Job(_Body):
+    name: str
+    created_ms: int
+    last_report_ms: Optional[int]
+    slots: Optional[int]
+    app_id: Optional[str]
+    master: Optional[str]
+    executors: Optional[int]
+    not_actuatable: dict[str, str]
+    reporters: int
+    tasks_reported_total: int
+    reporter_dropped_total: int
+    reporter_orphaned_total: int
+
+
+class JobList(_Body):
+    jobs: list[Job]
+
+
+class Moments(_Body):
+    """Count, mean, variance and coefficient of variation of a quantity (seconds)."""
+
+    count: int
+    mean: Optional[float]
+    variance: Optional[float]
+    cv: Optional[float]
+
+
+class WindowStats(_Body):
+    """Statistics of one window (or a summary over several): moments in seconds, counters summed."""
+
+    latency: Moments
+    service: Moments
+    service_per_record: Moments
+    interarrival: Moments
+    launch_interarrival: Optional[Moments] = None  # template windows only
+    makespan: Optional[Moments] = None  # template windows only
+    tasks: int
+    failed_tasks: int
+    records_in: int
+    records_in_per_second: Optional[float]
+    busy_seconds: float
+    parallelism: Optional[int]
+    utilization: Optional[float]
+    shuffle_read_bytes: int
+    shuffle_write_bytes: int
+    shuffle_read_records: int
+    shuffle_write_records: int
+    cpu_seconds: float
+    gc_seconds: float
+    window_start_ms: Optional[int] = None  # windows
+    window_ms: Optional[int] = None  # windows
+    partitions: Optional[int] = None  # template windows
+    stages: Optional[int] = None  # template windows
+    windows: Optional[int] = None  # summaries
+    span_seconds: Optional[float] = None  # summaries
+
+
+class Stage(_Body):
+    """A template vertex: a stage of a query's plan, stable across micro-batches."""
+
+    key: str
+    name: str
+    ordinal: int
+    operators: list[str]
+    parents: list[str]
+    first_ms: Optional[int]
+    last_ms: Optional[int]
+    windows: list[WindowStats]
+    latest: Optional[WindowStats]
+    summary: Optional[WindowStats]
+
+
+class StageList(_Body):
+    job: str
+    stages: list[Stage]
+
+
+class PartitionStats(_Body):
+    partition: int
+    windows: list[WindowStats]
+    latest: WindowStats
+
+
+class TaskStats(_Body):
+    """Runtime vertices (partitions) of one template vertex."""
+
+    job: str
+    key: str
+    name: str
+    partitions: list[PartitionStats]
+
+
+class Batch(_Body):
+    query_id: str
+    run_id: str
+    name: Optional[str]
+    batch_id: int
+    trigger_ms: int
+    batch_duration_ms: int
+    durations_ms: dict[str, int]
+    num_input_rows: int
+    input_rows_per_second: Optional[float]
+    processed_rows_per_second: Optional[float]
+    state_operators: list[dict[str, Any]]
+    event_time: dict[str, str]
+    observed_metrics: dict[str, Any]
+    record_interarrival_s: Optional[float]
+    record_wait_s: Optional[float]
+
+
+class RecordInterarrival(_Body):
+    mean: Optional[float]
+    gaps: int
+
+
+class BatchList(_Body):
+    job: str
+    batches: list[Batch]
+    interarrival: Moments
+    duration: Moments
+    record_interarrival: RecordInterarrival
+
+
+# -- policies, decisions, directives -----------------------------------------------------------
+
+class PolicyDescription(_Body):
+    name: str
+    knobs: list[str]
+    description: str
+    config_schema: dict[str, Any]  # the policy's config as JSON Schema
+
+
+class PolicyList(_Body):
+    policies: list[PolicyDescription]
+    load_errors: dict[str, str]  # entry-point name -> why it failed to load
+
+
+class JobPolicy(_Body):
+    job: str
+    policy: str
+    enabled: bool
+    mode: Literal["dry-run", "act"]
+    config: dict[str, Any]
+    updated_ms: int
+
+
+class JobPolicyItem(_Body):
+    policy: str
+    enabled: bool
+    mode: Literal["dry-run", "act"]
+    config: dict[str, Any]
+    updated_ms: int
+
+
+class JobPolicyList(_Body):
+    job: str
+    policies: list[JobPolicyItem]
+
+
+class Deleted(_Body):
+    deleted: str
+
+
+class Decision(_Body):
+    """A policy's decision: old and new value, what justified it, and later its outcome."""
+
+    id: int
+    policy: str
+    knob: str
+    old_value: Any
+    new_value: Any
+    reason: str
+    inputs: dict[str, Any]
+    prediction: dict[str, Any]
+    mode: Literal["dry-run", "act"]
+    status: str  # recorded | issued | applied | failed | not_actuatable | superseded | blocked
+    status_message: Optional[str]
+    directive_version: Optional[int]
+    created_ms: int
+    applied_ms: Optional[int]
+    outcome: Optional[dict[str, Any]]
+    effective: Optional[bool]
+    outcome_ms: Optional[int]
+
+
+class DecisionList(_Body):
+    job: str
+    decisions: list[Decision]
+
+
+class Approved(_Body):
+    job: str
+    directive_version: int
+    decision: Decision
+
+
+class Directive(_Body):
+    knob: str
+    version: int
+    value: Any
+    status: Literal["pending", "applied", "failed", "not_actuatable"]
+    applied_version: Optional[int]
+    message: Optional[str]
+    decision_id: Optional[int]
+    created_ms: int
+    applied_ms: Optional[int]
+    actuatable: Optional[str] = None  # "not actuatable: <reason>" when the driver cannot apply the knob
+
+
+class DirectiveList(_Body):
+    job: str
+    directives: list[Directive]
+    executors: Optional[int]
+    not_actuatable: dict[str, str]
+
+
+class Event(_Body):
+    kind: str
+    policy: Optional[str]
+    message: str
+    created_ms: int
+
+
+class EventList(_Body):
+    job: str
+    events: list[Event]
+
+
+class KnobHold(_Body):
+    knob: str
+    held: bool
+    consecutive_ineffective_scale_ups: int
+    last_change_ms: Optional[int]
+
+
+class HoldList(_Body):
+    job: str
+    knobs: list[KnobHold]
