@@ -143,3 +143,35 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: s
     Path(out).write_text(json.dumps(result, indent=2))
     click.echo(json.dumps(result["summary"], indent=2))
     click.echo(f"wrote {out}", err=True)
+
+
+@bench.command("scaling")
+@click.option("--profiles", default="step,staircase,sinusoid,spike", show_default=True,
+              help="Comma-separated rate profiles.")
+@click.option("--duration", default=1200.0, show_default=True, type=click.FloatRange(60),
+              help="Simulated seconds per run.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the processing-time noise.")
+@click.option("--out", default="bench-results/scaling.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/scaling.png", show_default=True, type=click.Path(dir_okay=False),
+              help="PNG of executors and rate over time ('' to skip).")
+def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str) -> None:
+    """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
+    from bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
+
+    names = tuple(p.strip() for p in profiles.split(",") if p.strip())
+    unknown = sorted(set(names) - set(PROFILES))
+    if unknown or not names:
+        raise click.BadParameter(f"unknown {unknown or 'empty list'}; choose from {sorted(PROFILES)}",
+                                 param_hint="--profiles")
+    started = time.perf_counter()
+    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    Path(out).write_text(json.dumps(report, indent=2))
+    click.echo(format_table(report))
+    click.echo(f"wrote {out} ({time.perf_counter() - started:.1f} s)", err=True)
+    if plot:
+        os.makedirs(os.path.dirname(plot) or ".", exist_ok=True)
+        if plot_report(report, plot):
+            click.echo(f"wrote {plot}", err=True)
+        else:
+            click.echo("matplotlib not installed: no plot", err=True)
