@@ -292,3 +292,18 @@ audit_log = Table(
     Column("status", Integer, nullable=False),
     Column("created_ms", BigInteger, nullable=False),
 )
+
+# -- latency constraints (migration 0003) -------------------------------------------------------
+
+latency_constraints = Table(
+    "latency_constraints", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("vertices", JSON),  # template keys of the sequence; NULL = the whole query
+    Column("bound_ms", Float, nullable=False),  # ℓ: bound on mean record latency, milliseconds
+    Column("span_s", Float, nullable=False),  # t: averaging span, seconds
+    Column("event_time_metric", Boolean, nullable=False, default=True),  # use the observed event-time wait
+    Column("updated_ms", BigInteger, nullable=False),
+    UniqueConstraint("job_id", "name", name="uq_latency_constraints_job_name"),
+)

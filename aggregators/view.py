@@ -8,10 +8,10 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from aggregators import queries
+from aggregators import constraints, queries
 from aggregators.directives import current_directives
 from aggregators.models import batches, decisions
-from policies.base import BatchStats, DirectiveState, JobView, StageStats
+from policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, StageStats
 
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
@@ -33,7 +33,10 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
             service_mean_s=summary["service"]["mean"], latency_mean_s=summary["latency"]["mean"],
             utilization=wins[-1]["utilization"], parallelism=wins[-1]["parallelism"],
             records_in_per_second=wins[-1]["records_in_per_second"],
-            utilization_windows=tuple(w["utilization"] for w in wins if w["utilization"] is not None)))
+            utilization_windows=tuple(w["utilization"] for w in wins if w["utilization"] is not None),
+            service_cv=summary["service"]["cv"], arrival_cv=(summary.get("launch_interarrival") or {}).get("cv"),
+            wait_mean_s=_wait(summary), max_tasks=max((w["partitions"] or 0) for w in wins) or None,
+            span_s=sum(w["window_ms"] for w in wins) / 1000.0))
     # the latest batches, also those triggered before the span that completed within it
     rows = list(reversed(conn.execute(
         select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
@@ -49,4 +52,27 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                                                .where(decisions.c.job_id == j.id).group_by(decisions.c.knob))}
     return JobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
                    directives=dirs, executors=j.executors, slots=j.slots,
-                   not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last)
+                   not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
+                   constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms))
+
+
+def _wait(summary: dict) -> Optional[float]:
+    """Mean slot wait of the stage's tasks: mean task latency (finish − stage submission) − mean
+    run time, never negative (the rest of the latency is deserialization and scheduling)."""
+    lat, svc = summary["latency"]["mean"], summary["service"]["mean"]
+    return None if lat is None or svc is None else max(0.0, lat - svc)
+
+
+def _constraints(conn: Connection, job: str, job_id: int, window_s: float, window_ms: int,
+                 now_ms: int) -> tuple[ConstraintStats, ...]:
+    out = []
+    for c in constraints.list_constraints(conn, job_id):
+        spans = max(1, round(window_s / c.span_s))
+        m = constraints.measure(conn, job, job_id, c, now_ms, spans, window_ms)
+        lat = [s["latency_ms"] for s in m["spans"]]
+        out.append(ConstraintStats(
+            name=c.name, vertices=tuple(c.vertices) if c.vertices else None, bound_s=c.bound_ms / 1000.0,
+            span_s=c.span_s, latency_s=sum(lat) / len(lat) / 1000.0 if lat else None,
+            batching_wait_s=None if m["batching_wait_ms"] is None else m["batching_wait_ms"] / 1000.0,
+            attainment=m["attainment"], source=m["source"]))
+    return tuple(out)

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from aggregators import queries
 from aggregators.directives import current_directives
 from aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
+from api.constraints_api import build_constraints_blueprint
 from api.governor import Governor
 from api.metrics import build_registry
 from api.openapi import openapi_document
@@ -77,6 +78,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms)
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))
+    app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))
 
     @app.errorhandler(BadRequest)
     def _bad(exc: BadRequest):

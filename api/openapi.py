@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from api import schemas as s
+from api.constraints_api import ConstraintSettings
 from api.policies_api import PolicySettings
 from policies.wire import Report
 
@@ -60,6 +61,7 @@ def _responses(ok: type[BaseModel] | dict, *errors: int, ok_description: str = "
 JOB = _path_param("job", "Job name as given to attach()")
 NAME = _path_param("name", "Policy name (see GET /api/v1/policies)")
 WINDOWS = _query_int("windows", "Number of most recent statistics windows", 1, 1000, 12)
+SPANS = _query_int("spans", "Most recent complete averaging spans", 1, 720, 12)
 WRITE = [{"bearerAuth": []}]
 DECISION_STATUSES = ["recorded", "issued", "applied", "failed", "not_actuatable", "superseded"]
 
@@ -121,6 +123,18 @@ def _paths() -> dict:
                                               "parameters": [JOB], "responses": _responses(s.EventList, 404)}},
         "/api/v1/jobs/{job}/holds": {"get": {"summary": "Effectiveness state and holds per knob",
                                              "parameters": [JOB], "responses": _responses(s.HoldList, 404)}},
+        "/api/v1/jobs/{job}/constraints": {"get": {
+            "summary": "Latency constraints with measured latency, bound, attainment and prediction per span",
+            "parameters": [JOB, SPANS], "responses": _responses(s.ConstraintList, 400, 404)}},
+        "/api/v1/jobs/{job}/constraints/{name}": {
+            "parameters": [JOB, _path_param("name", "Constraint name")],
+            "get": {"summary": "One latency constraint per span", "parameters": [SPANS],
+                    "responses": _responses(s.ConstraintDetail, 400, 404)},
+            "put": {"summary": "Declare or change a latency constraint", "security": WRITE,
+                    "requestBody": {"required": True, "content": {JSON: {"schema": _ref(ConstraintSettings)}}},
+                    "responses": _responses(s.Constraint, 400, 401, 409)},
+            "delete": {"summary": "Remove a latency constraint", "security": WRITE,
+                       "responses": _responses(s.Deleted, 401, 404)}},
         "/api/v1/openapi.json": {"get": {"summary": "This document",
                                           "responses": _responses({"type": "object"})}},
         "/healthz": {"get": {"summary": "Health (database reachable)", "responses": _responses(s.Health, 503)}},
@@ -132,7 +146,7 @@ def _paths() -> dict:
 @lru_cache(maxsize=1)
 def openapi_document() -> dict:
     """The OpenAPI 3.1 document (a fresh dict per process; callers must not mutate it)."""
-    request_models = [Report, PolicySettings]
+    request_models = [Report, PolicySettings, ConstraintSettings]
     response_models = [m for m in vars(s).values()
                        if isinstance(m, type) and issubclass(m, s._Body) and m is not s._Body]
     _, top = models_json_schema([(m, "validation") for m in request_models]

@@ -7,8 +7,6 @@ status. Reads are open.
 """
 from __future__ import annotations
 
-import hashlib
-import time
 from typing import Literal
 
 from flask import Blueprint, g, jsonify, request
@@ -18,16 +16,11 @@ from sqlalchemy.engine import Engine
 
 from aggregators import directives as repo
 from aggregators import queries
-from aggregators.models import api_tokens, audit_log, decisions, events, jobs, policy_configs
+from aggregators.models import decisions, events, jobs, policy_configs
+from api.auth import ApiError, audited, now_ms
 from api.governor import Governor
 from policies.registry import InvalidConfig, PolicyNotFound, describe, get_policy, load_policies, validate_config
 from policies.wire import describe_validation_error
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 class PolicySettings(BaseModel):
@@ -37,23 +30,6 @@ class PolicySettings(BaseModel):
     enabled: bool = True
     mode: Literal["dry-run", "act"] = "dry-run"
     config: dict = {}
-
-
-def hash_token(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def store_tokens(engine: Engine, tokens: dict[str, str]) -> None:
-    """Insert or replace named tokens (only their SHA-256 is stored)."""
-    now = int(time.time() * 1000)
-    with engine.begin() as conn:
-        for name, secret in tokens.items():
-            conn.execute(delete(api_tokens).where(api_tokens.c.name == name))
-            conn.execute(insert(api_tokens).values(name=name, token_sha256=hash_token(secret), created_ms=now))
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 def _policy_json(row) -> dict:
@@ -73,41 +49,6 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
     @bp.errorhandler(ApiError)
     def _api_error(exc: ApiError):
         return jsonify(error=exc.message), exc.status
-
-    def authenticate() -> str:
-        header = request.headers.get("Authorization", "")
-        if not header.startswith("Bearer ") or not header[7:].strip():
-            raise ApiError(401, "Authorization: a bearer token is required for writes")
-        with engine.connect() as conn:
-            name = conn.execute(select(api_tokens.c.name).where(
-                api_tokens.c.token_sha256 == hash_token(header[7:].strip()))).scalar()
-        if name is None:
-            raise ApiError(401, "Authorization: invalid token")
-        return name
-
-    def audited(handler):
-        """Authenticate, run the write, and record the attempt whatever its outcome."""
-        def wrapper(*args, **kwargs):
-            who, status = None, 500
-            try:
-                who = authenticate()
-                g.who = who
-                response = handler(*args, **kwargs)
-                status = response[1] if isinstance(response, tuple) else 200
-                return response
-            except ApiError as exc:
-                status = exc.status
-                raise
-            except queries.NotFound:
-                status = 404
-                raise
-            finally:
-                with engine.begin() as conn:
-                    conn.execute(insert(audit_log).values(
-                        who=who, method=request.method, path=request.path[:512],
-                        body=request.get_json(silent=True), status=status, created_ms=_now()))
-        wrapper.__name__ = handler.__name__
-        return wrapper
 
     def job_id_or_404(conn, job: str) -> int:
         return queries.job_row(conn, job).id
@@ -136,7 +77,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
         return jsonify(job=job, **_policy_json(row))
 
     @bp.put("/api/v1/jobs/<job>/policies/<name>")
-    @audited
+    @audited(engine)
     def put_job_policy(job: str, name: str):
         body = request.get_json(silent=True)
         if not isinstance(body, dict):
@@ -158,7 +99,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
             validate_job_name(job)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-        now = _now()
+        now = now_ms()
         with engine.begin() as conn:
             jid = conn.execute(select(jobs.c.id).where(jobs.c.name == job)).scalar()
             if jid is None:
@@ -185,7 +126,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
         return jsonify(job=job, **_policy_json(row)), 200
 
     @bp.delete("/api/v1/jobs/<job>/policies/<name>")
-    @audited
+    @audited(engine)
     def delete_job_policy(job: str, name: str):
         with engine.begin() as conn:
             jid = job_id_or_404(conn, job)
@@ -219,9 +160,9 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
         return jsonify(job=job, decisions=[_decision_json(r) for r in rows])
 
     @bp.post("/api/v1/jobs/<job>/decisions/<int:decision_id>/approve")
-    @audited
+    @audited(engine)
     def approve(job: str, decision_id: int):
-        now = _now()
+        now = now_ms()
         with engine.begin() as conn:
             j = queries.job_row(conn, job)
             d = conn.execute(select(decisions).where(decisions.c.id == decision_id, decisions.c.job_id == j.id)

@@ -291,3 +291,48 @@ class KnobHold(_Body):
 class HoldList(_Body):
     job: str
     knobs: list[KnobHold]
+
+
+# -- latency constraints -------------------------------------------------------------------------
+
+class ConstraintSpan(_Body):
+    """One averaging span: measured mean record latency against the bound (milliseconds)."""
+
+    start_ms: int
+    batches: Optional[int]
+    records: Optional[int]
+    latency_ms: float
+    bound_ms: float
+    attained: bool
+    predicted_latency_ms: Optional[float]  # the latest model prediction made before the span ended
+    source: Literal["event-time", "estimated", "stage-latency"]
+
+
+class ConstraintFields(_Body):
+    name: str
+    vertices: Optional[list[str]]  # template keys; null: the whole query
+    bound_ms: float
+    span_s: float
+    use_event_time: bool
+    updated_ms: int
+
+
+class Constraint(ConstraintFields):
+    job: str
+
+
+class ConstraintStatus(ConstraintFields):
+    spans: list[ConstraintSpan]
+    attainment: Optional[float]  # fraction of the listed spans whose latency was within the bound
+    latest: Optional[ConstraintSpan]
+    source: Optional[Literal["event-time", "estimated", "stage-latency"]]
+    batching_wait_ms: Optional[float]  # mean wait of a record for its micro-batch to start, over the spans
+
+
+class ConstraintDetail(ConstraintStatus):
+    job: str
+
+
+class ConstraintList(_Body):
+    job: str
+    constraints: list[ConstraintStatus]

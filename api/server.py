@@ -9,7 +9,7 @@ from werkzeug.serving import make_server
 
 from aggregators.db import DEFAULT_DB_URL, current_revision, make_engine, upgrade
 from api.app import Settings, create_app
-from api.policies_api import store_tokens
+from api.auth import store_tokens
 from api.scheduler import build_scheduler
 
 

@@ -33,6 +33,11 @@ class StageStats:
     parallelism: Optional[int]
     records_in_per_second: Optional[float]
     utilization_windows: tuple[float, ...] = ()  # per statistics window, oldest first
+    service_cv: Optional[float] = None  # CV of task service (run) times
+    arrival_cv: Optional[float] = None  # CV of task launch interarrival within the stage
+    wait_mean_s: Optional[float] = None  # mean slot wait: task latency − service time
+    max_tasks: Optional[int] = None  # tasks per stage run (partitions): the most slots the stage can use
+    span_s: Optional[float] = None  # length of the statistics windows merged into these numbers
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,23 @@ class BatchStats:
     num_input_rows: int
     input_rows_per_second: Optional[float]
     processed_rows_per_second: Optional[float]
+
+
+@dataclass(frozen=True)
+class ConstraintStats:
+    """A latency constraint with its recent measurement (``aggregators.constraints``).
+
+    ``latency_s`` is the mean record latency over the recent complete spans, ``batching_wait_s``
+    the part of it spent waiting for the micro-batch to start (measured or estimated)."""
+
+    name: str
+    vertices: Optional[tuple[str, ...]]  # template keys; None: the whole query
+    bound_s: float
+    span_s: float
+    latency_s: Optional[float] = None
+    batching_wait_s: Optional[float] = None
+    attainment: Optional[float] = None
+    source: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +95,7 @@ class JobView:
     slots: Optional[int] = None
     not_actuatable: dict[str, str] = field(default_factory=dict)  # knob -> why it cannot be actuated
     last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
+    constraints: tuple[ConstraintStats, ...] = ()
 
     def current(self, knob: str, default: Any = None) -> Any:
         """The knob's current value: the applied directive, else what the job reports."""

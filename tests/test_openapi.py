@@ -154,6 +154,24 @@ def test_real_requests_and_responses_match_the_document(plane):
         applied=[{"knob": "executors", "version": 1, "status": "applied", "message": "requested 3 executors"}]))
     (dv,) = call("GET", "/api/v1/jobs/oa-job/directives", status=200).json()["directives"]
     assert dv["status"] == "applied"
+    # -- latency constraints --------------------------------------------------------------------
+    curl = "/api/v1/jobs/oa-job/constraints/e2e"
+    call("PUT", curl, status=401, json={"bound_ms": 5000}, valid_request=False)
+    r = call("PUT", curl, status=400, json={"bound_ms": -1}, headers=AUTH, valid_request=False)
+    assert r.json()["error"].startswith("bound_ms")
+    call("PUT", curl, status=200, json={"bound_ms": 5000}, headers=AUTH)
+    call("PUT", "/api/v1/jobs/oa-job/constraints/map-stage", status=200, headers=AUTH,
+         json={"bound_ms": 800, "vertices": [stages[0]["key"]]})
+    call("PUT", "/api/v1/jobs/oa-job/constraints/other-span", status=409, json={"bound_ms": 5000, "span_s": 7},
+         headers=AUTH)
+    listed = call("GET", "/api/v1/jobs/oa-job/constraints?spans=60", status=200).json()["constraints"]
+    assert [c["name"] for c in listed] == ["e2e", "map-stage"]
+    e2e = call("GET", f"{curl}?spans=60", status=200).json()
+    assert e2e["spans"] and e2e["source"] == "estimated"
+    call("GET", f"{curl}?spans=0", status=400, valid_request=False)
+    call("GET", "/api/v1/jobs/oa-job/constraints/none", status=404)
+    call("DELETE", "/api/v1/jobs/oa-job/constraints/map-stage", status=200, headers=AUTH)
+    call("DELETE", "/api/v1/jobs/oa-job/constraints/map-stage", status=404, headers=AUTH)
     call("GET", "/api/v1/jobs/oa-job/events", status=200)
     call("GET", "/api/v1/jobs/oa-job/holds", status=200)
     # -- removal, health, metrics, the document itself -----------------------------------------------

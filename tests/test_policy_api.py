@@ -21,7 +21,7 @@ def engine(request, sqlite_url):
     url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
     db.upgrade(url)
     eng = db.make_engine(url)
-    from api.policies_api import store_tokens
+    from api.auth import store_tokens
 
     store_tokens(eng, {"ops": TOKEN})
     yield eng
