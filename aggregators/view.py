@@ -57,10 +57,17 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
 
 
 def _wait(summary: dict) -> Optional[float]:
-    """Mean slot wait of the stage's tasks: mean task latency (finish − stage submission) − mean
-    run time, never negative (the rest of the latency is deserialization and scheduling)."""
-    lat, svc = summary["latency"]["mean"], summary["service"]["mean"]
-    return None if lat is None or svc is None else max(0.0, lat - svc)
+    """Queueing of a stage's tasks for executor slots within a micro-batch (seconds).
+
+    A micro-batch's records become visible when the batch completes, so what slot queueing adds
+    to record latency is the stage's makespan beyond one task's service: mean makespan − mean run
+    time. Without makespans (no stage completion reported) it falls back to the mean slot wait of
+    the tasks (mean task latency − mean run time). Never negative."""
+    svc = summary["service"]["mean"]
+    makespan = (summary.get("makespan") or {}).get("mean")
+    lat = summary["latency"]["mean"]
+    base = makespan if makespan is not None else lat
+    return None if base is None or svc is None else max(0.0, base - svc)
 
 
 def _constraints(conn: Connection, job: str, job_id: int, window_s: float, window_ms: int,

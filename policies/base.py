@@ -35,7 +35,7 @@ class StageStats:
     utilization_windows: tuple[float, ...] = ()  # per statistics window, oldest first
     service_cv: Optional[float] = None  # CV of task service (run) times
     arrival_cv: Optional[float] = None  # CV of task launch interarrival within the stage
-    wait_mean_s: Optional[float] = None  # mean slot wait: task latency − service time
+    wait_mean_s: Optional[float] = None  # queueing for slots within a batch (aggregators.view._wait)
     max_tasks: Optional[int] = None  # tasks per stage run (partitions): the most slots the stage can use
     span_s: Optional[float] = None  # length of the statistics windows merged into these numbers
 

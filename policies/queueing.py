@@ -305,7 +305,8 @@ class SparkRebalanceResult:
 
 def rebalance_spark(vertices: Sequence[VertexModel], latency_bound: float, w_ob: float,
                     slots_per_executor: int = 1, safety_factor: float = 1.0,
-                    max_utilization: float = MAX_UTILIZATION) -> SparkRebalanceResult:
+                    max_utilization: float = MAX_UTILIZATION,
+                    budget: Optional[float] = None) -> SparkRebalanceResult:
     """The Spark objective (digest §11.5): the fewest shared slots that meet the constraint.
 
     The stages of one micro-batch run one after another and share one executor pool. With C slots,
@@ -322,13 +323,17 @@ def rebalance_spark(vertices: Sequence[VertexModel], latency_bound: float, w_ob:
     If the problem is infeasible even at ``C = max_i p_max_i``, that C is returned with ``feasible``
     False. The result reports ``executors = ceil(C / slots_per_executor)``, where
     ``slots_per_executor = spark.executor.cores / spark.task.cpus``.
+
+    ``budget`` replaces Ŵ of Eq. 4.9 when the caller derives the queueing budget otherwise (the
+    executor policy uses ℓ minus the measured non-queueing part of the latency).
     """
     if slots_per_executor < 1:
         raise ValueError(f"slots_per_executor must be >= 1, got {slots_per_executor}")
     vertices = tuple(vertices)
     if not vertices:
         raise ValueError("at least one vertex is needed")
-    budget = wait_budget(vertices, latency_bound, w_ob, safety_factor)
+    if budget is None:
+        budget = wait_budget(vertices, latency_bound, w_ob, safety_factor)
 
     def stage_p(c: int) -> tuple[int, ...]:
         return tuple(min(c, v.p_max) for v in vertices)

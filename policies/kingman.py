@@ -1,0 +1,212 @@
+"""Kingman rebalance of executors under latency constraints (Lohrmann's Elastic Scaler on Spark).
+
+The job declares latency constraints (``aggregators.constraints``); every evaluation this policy
+models each constrained stage as a G/G/1 queue (thesis §4.6.2, digest 004 §5.2), fits the model to
+the measured wait, and asks for the fewest executors whose predicted latency meets every bound
+(the Spark objective of digest §11.5 on top of Algorithm 7's model; ``policies.queueing``).
+
+**Template-vertex statistics → model** (digest §11.3; one choice per quantity, all in seconds,
+per *task*). Records of a micro-batch move through a stage in bulk with their task, so the
+queueing unit is the task waiting for an executor slot, not the record:
+
+- ``p``: the stage's parallelism in the window, min(tasks, slots); ``p_max``: its task count
+  (partitions): more slots than tasks cannot help that stage.
+- ``S̄``: mean task service (executor run) time; ``c_S``: its coefficient of variation (1.0 if
+  unknown).
+- ``ρ``: utilization, busy slot time / (p × window), averaged over the statistics windows of the
+  evaluation span — exactly ``S̄/Ā`` of the thesis — so
+  ``Ā = S̄/ρ`` (mean interarrival of tasks per slot); ``c_A``: CV of task launch interarrival
+  within the stage (1.0 if unknown).
+- ``w``: measured mean slot wait = mean task latency (finish − stage submission) − mean run time;
+  the fitting coefficient ``e = w / Kingman(p)`` is clamped to [0.8, 1.2] as in the authors'
+  implementation (digest §5.5; ``e_clamp``), and is 1 when w or Kingman is ~0.
+- ``l``: mean task run time.
+
+**Budget.** By default (``w_ob`` unset) the constraint's measured mean record latency L keeps
+its non-queueing part fixed: ``Ŵ = ℓ − (L − Σ_v W_v(p))`` and the predicted latency is
+``L − Σ_v W_v(p) + Σ_v W_v(p*)``; the batching share is what the trigger makes it, not a fixed
+w_ob (in Spark the micro-batch interval is a separate knob). With ``w_ob`` set, Eq. 4.9 is used
+literally: ``Ŵ = (1 − w_ob)(ℓ − Σ l_v)``.
+
+**Decisions** (Algorithm 8 over the job's constraints, sorted by name): a constraint with a
+bottleneck — a stage at ρ ≥ ``bottleneck_utilization`` (0.99), or batches overrunning the
+trigger interval — doubles its slots (Eq. 4.12: ``max(2C, ⌈2Cρ⌉)``); otherwise the smallest slot
+count C meeting its budget with every stage at ≥ its 90 % utilization floor. The executors needed
+are the maximum over constraints of ``⌈C / slots per executor⌉`` (stages and constraints of one
+query share one pool). Infeasible at p_max: p_max for all, and the constraint is reported
+infeasible. Then: warm-up (``warmup_windows`` statistics windows before the first decision),
+4 % hysteresis, scale-downs one executor at a time; the framework adds bounds and the cool-down
+(no scale-down within 3 intervals after a scale-up).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Optional
+
+from pydantic import Field, model_validator
+
+from policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
+from policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
+from policies.safety import SafetyConfig
+from policies.threshold import trigger_interval_s
+
+
+class KingmanConfig(SafetyConfig):
+    w_ob: Optional[float] = Field(None, ge=0, lt=1, description="Share of the latency slack left to batching "
+                                                                "(Eq. 4.9); unset: use the measured non-queueing latency")
+    safety_factor: float = Field(1.0, gt=0, le=1, description="Multiplies the queueing budget")
+    e_clamp_low: float = Field(0.8, gt=0, description="Lower clamp of the fitting coefficient")
+    e_clamp_high: float = Field(1.2, gt=0, description="Upper clamp of the fitting coefficient")
+    max_utilization: float = Field(0.9, gt=0, lt=1, description="Utilization floor: never plan a stage above this")
+    bottleneck_utilization: float = Field(0.99, gt=0, description="A stage at or above this is a bottleneck")
+    min_relative_change: float = Field(0.04, ge=0, description="Hysteresis: ignore smaller relative changes")
+    warmup_windows: int = Field(2, ge=1, description="Statistics windows with data needed before deciding")
+    trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
+    slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
+
+    @model_validator(mode="after")
+    def _clamp(self):
+        if self.e_clamp_low > self.e_clamp_high:
+            raise ValueError("e_clamp_low must not exceed e_clamp_high")
+        return self
+
+
+def vertex_model(stage: StageStats, cfg: KingmanConfig) -> Optional[VertexModel]:
+    """The G/G/1 model of one stage (see the module docstring), or None without enough data."""
+    if not stage.parallelism or not stage.service_mean_s or stage.utilization is None:
+        return None
+    # the mean over the statistics windows of the span, not the latest window alone: a window holds
+    # a whole number of micro-batches, so single windows swing with the trigger phase
+    windows = stage.utilization_windows or (stage.utilization,)
+    rho = max(sum(windows) / len(windows), 1e-9)
+    p_max = max(stage.max_tasks or stage.parallelism, stage.parallelism)
+    return VertexModel(p=stage.parallelism, S=stage.service_mean_s, A=stage.service_mean_s / rho,
+                       cA=stage.arrival_cv if stage.arrival_cv is not None else 1.0,
+                       cS=stage.service_cv if stage.service_cv is not None else 1.0,
+                       p_max=p_max, w=stage.wait_mean_s, l=stage.service_mean_s,
+                       e_clamp=(cfg.e_clamp_low, cfg.e_clamp_high), key=stage.key)
+
+
+def slots_per_executor(view: JobView, cfg: KingmanConfig) -> int:
+    if cfg.slots_per_executor:
+        return cfg.slots_per_executor
+    if view.slots and view.executors:
+        return max(1, round(view.slots / view.executors))
+    return 1
+
+
+class KingmanPolicy(Policy):
+    name = "kingman"
+    knobs = ("executors",)
+    Config = KingmanConfig
+    description = ("Lohrmann's Elastic Scaler: G/G/1 (Kingman) model per stage, fewest executors that meet "
+                   "the job's latency constraints")
+
+    def _stages(self, view: JobView, c: ConstraintStats) -> list[StageStats]:
+        if c.vertices is None:
+            return list(view.stages)
+        by_key = {s.key: s for s in view.stages}
+        return [by_key[k] for k in c.vertices if k in by_key]
+
+    def _query_load(self, view: JobView, cfg: KingmanConfig) -> Optional[float]:
+        """Mean batch processing time / trigger interval over the recent batches (query-level ρ)."""
+        interval = trigger_interval_s(view, cfg.trigger_interval_s)
+        since = view.now_ms - int(view.window_s * 1000)
+        recent = [b.processing_s for b in view.batches if b.trigger_ms >= since]
+        return statistics.fmean(recent) / interval if recent and interval else None
+
+    def _constraint_models(self, view: JobView, c: ConstraintStats, cfg: KingmanConfig):
+        """``(models, fixed latency s)`` of one constraint, or None before warm-up / without data."""
+        stages = self._stages(view, c)
+        if (c.latency_s is None or not stages
+                or any(len(s.utilization_windows) < cfg.warmup_windows for s in stages)):
+            return None
+        models = [vertex_model(s, cfg) for s in stages]
+        if any(m is None for m in models):
+            return None
+        queue_now = sequence_wait(models, [m.p for m in models])
+        return models, c.latency_s - (queue_now if math.isfinite(queue_now) else 0.0)
+
+    def plan(self, view: JobView, cfg: KingmanConfig) -> Optional[dict]:
+        """Slots and executors each constraint needs (Algorithm 8 with the Spark objective); None
+        before warm-up. ``models`` maps a constraint to its stage models and fixed latency (s)."""
+        spe = slots_per_executor(view, cfg)
+        query_rho = self._query_load(view, cfg)
+        out, models_by_name = {}, {}
+        for c in sorted(view.constraints, key=lambda x: x.name):
+            built = self._constraint_models(view, c, cfg)
+            if built is None:
+                return None
+            models, fixed = built
+            models_by_name[c.name] = (models, fixed)
+            slots_now = max(m.p for m in models)
+            rhos = [m.utilization for m in models]
+            bottleneck = max(rhos) >= cfg.bottleneck_utilization or (
+                c.vertices is None and query_rho is not None and query_rho >= cfg.bottleneck_utilization)
+            if bottleneck:  # Eq. 4.12 on the shared pool: at least double
+                rho = max(rhos + ([query_rho] if query_rho is not None else []))
+                slots = min(max(m.p_max for m in models), max(2 * slots_now, math.ceil(2 * slots_now * rho - 1e-9)))
+                feasible = None
+            else:
+                budget = None if cfg.w_ob is not None else cfg.safety_factor * (c.bound_s - fixed)
+                r = rebalance_spark(models, c.bound_s, cfg.w_ob or 0.0, slots_per_executor=spe,
+                                    safety_factor=cfg.safety_factor, max_utilization=cfg.max_utilization,
+                                    budget=budget)
+                slots, feasible = r.slots, r.feasible
+            out[c.name] = {"measured_latency_s": c.latency_s, "bound_s": c.bound_s, "bottleneck": bottleneck,
+                           "feasible": feasible, "slots": slots, "executors": math.ceil(slots / spe),
+                           "stages": {m.key: {"p": m.p, "p_max": m.p_max, "rho": m.utilization, "e": m.e,
+                                              "S": m.S, "A": m.A, "cA": m.cA, "cS": m.cS, "w": m.w}
+                                      for m in models}}
+        if not out:
+            return None
+        return {"executors": max(1, max(c["executors"] for c in out.values())), "constraints": out,
+                "query_load": query_rho, "slots_per_executor": spe, "models": models_by_name}
+
+    @staticmethod
+    def predict(models, fixed: float, executors: int, spe: int) -> tuple[Optional[float], float]:
+        """Predicted mean latency (s; None when a stage would be unstable) and the highest stage
+        utilization with ``executors`` executors of ``spe`` slots."""
+        p = [min(executors * spe, m.p_max) for m in models]
+        queue = sequence_wait(models, p)
+        return (fixed + queue if math.isfinite(queue) else None), max(m.rho(pi) for m, pi in zip(models, p, strict=True))
+
+    def evaluate(self, view: JobView, config: KingmanConfig) -> list[Proposal]:
+        current = view.current("executors")
+        plan = self.plan(view, config)
+        if plan is None or not current:
+            return []
+        target = plan["executors"]
+        if target < current:
+            target = current - 1  # scale-downs one by one (thesis §4.6.4)
+        if target == current or not hysteresis_ok(current, target, config.min_relative_change):
+            return []
+        cons, spe = plan["constraints"], plan["slots_per_executor"]
+        predicted, utilization = {}, {}
+        for name, (models, fixed) in plan.pop("models").items():
+            predicted[name], utilization[name] = self.predict(models, fixed, target, spe)
+        infeasible = sorted(n for n, c in cons.items() if c["feasible"] is False)
+        bottleneck = any(c["bottleneck"] for c in cons.values())
+        reason = f"{'bottleneck: ' if bottleneck else ''}{current} → {target} executors for {len(cons)} constraint(s)"
+        if infeasible:
+            reason += f"; infeasible even at p_max: {', '.join(infeasible)}"
+        first = min(cons)
+        inputs = {"latency_s": cons[first]["measured_latency_s"], "executors": current,
+                  "utilization": max(s["rho"] for c in cons.values() for s in c["stages"].values()),
+                  "infeasible": infeasible, "plan": plan}
+        prediction = {"constraints": predicted, "utilization": max(utilization.values())}
+        if predicted[first] is not None:
+            prediction["latency_s"] = predicted[first]
+        return [Proposal("executors", target, reason, inputs, prediction)]
+
+    def observe(self, view: JobView, knob: str, config) -> dict:
+        out = {}
+        if view.constraints:
+            first = min(view.constraints, key=lambda c: c.name)
+            if first.latency_s is not None:
+                out["latency_s"] = first.latency_s
+        stages = [s.utilization for s in view.stages if s.utilization is not None]
+        if stages:
+            out["utilization"] = max(stages)
+        return out
