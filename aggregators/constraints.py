@@ -75,16 +75,20 @@ def _stage_spans(conn: Connection, job: str, c, since_ms: int, n_windows: int) -
     return out
 
 
-def _predictions(conn: Connection, job_id: int, name: str, since_ms: int) -> list[tuple[int, float]]:
-    """``(created_ms, predicted latency s)`` of decisions that predicted this constraint, oldest first."""
-    out = []
-    for r in conn.execute(select(decisions.c.created_ms, decisions.c.prediction).where(
+def _model_history(conn: Connection, job_id: int, name: str, since_ms: int):
+    """``([(created_ms, predicted latency s)], feasible)`` from the decisions that modelled this
+    constraint: predictions oldest first, and whether the latest one found the bound feasible."""
+    predictions, feasible = [], None
+    for r in conn.execute(select(decisions.c.created_ms, decisions.c.prediction, decisions.c.inputs).where(
             decisions.c.job_id == job_id, decisions.c.created_ms >= since_ms - 3_600_000)
             .order_by(decisions.c.created_ms)):
         value = ((r.prediction or {}).get("constraints") or {}).get(name)
         if isinstance(value, (int, float)):
-            out.append((r.created_ms, float(value)))
-    return out
+            predictions.append((r.created_ms, float(value)))
+        planned = (((r.inputs or {}).get("plan") or {}).get("constraints") or {}).get(name)
+        if isinstance(planned, dict) and "feasible" in planned:
+            feasible = planned["feasible"]
+    return predictions, feasible
 
 
 def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int = 12,
@@ -98,7 +102,7 @@ def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int 
                 else _stage_spans(conn, job, c, since_ms, math.ceil((now_ms - since_ms) / window_ms) + 2))
     measured = [m for m in measured if since_ms <= m["start_ms"] < current_start]
     waits = [m["wait_s"] for m in measured]
-    predictions = _predictions(conn, job_id, c.name, since_ms)
+    predictions, feasible = _model_history(conn, job_id, c.name, since_ms)
     out = []
     for m in measured:
         end = m["start_ms"] + span_ms
@@ -112,7 +116,8 @@ def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int 
             "attainment": sum(attained) / len(attained) if attained else None,
             "latest": out[-1] if out else None,
             "source": out[-1]["source"] if out else None,
-            "batching_wait_ms": 1000.0 * sum(waits) / len(waits) if waits else None}
+            "batching_wait_ms": 1000.0 * sum(waits) / len(waits) if waits else None,
+            "feasible": feasible}
 
 
 def find(conn: Connection, job_id: int, name: str) -> Optional[object]:

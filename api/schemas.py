@@ -327,6 +327,7 @@ class ConstraintStatus(ConstraintFields):
     latest: Optional[ConstraintSpan]
     source: Optional[Literal["event-time", "estimated", "stage-latency"]]
     batching_wait_ms: Optional[float]  # mean wait of a record for its micro-batch to start, over the spans
+    feasible: Optional[bool]  # the latest model decision: can the bound be met at maximum parallelism?
 
 
 class ConstraintDetail(ConstraintStatus):

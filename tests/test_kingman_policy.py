@@ -160,11 +160,12 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
         batches.append({"query_id": "q", "run_id": "run", "batch_id": b, "trigger_ms": sub, "batch_duration_ms": 3000,
                         "durations_ms": {"triggerExecution": 3000}, "num_input_rows": 400, "state_operators": [],
                         "event_time": {}, "observed_metrics": {}})
-    rep = {"schema_version": 1, "job": "kj", "reporter": {"id": "r", "seq": 1, "slots": 2, "executors": 2,
-                                                            "master": "spark://127.0.0.1:7077"},
-           "templates": [{"key": "t-agg", "name": "agg", "ordinal": 0}], "stages": stages, "tasks": tasks,
-           "batches": batches}
-    assert c.post("/api/v1/reports", data=gz(rep), headers={"Content-Encoding": "gzip"}).status_code == 200
+    for job in ("kj", "kj-tight"):
+        rep = {"schema_version": 1, "job": job, "reporter": {"id": job, "seq": 1, "slots": 2, "executors": 2,
+                                                              "master": "spark://127.0.0.1:7077"},
+               "templates": [{"key": "t-agg", "name": "agg", "ordinal": 0}], "stages": stages, "tasks": tasks,
+               "batches": batches}
+        assert c.post("/api/v1/reports", data=gz(rep), headers={"Content-Encoding": "gzip"}).status_code == 200
     r = c.put("/api/v1/jobs/kj/policies/kingman", json={"mode": "act", "config": {"e_clamp_low": 2, "e_clamp_high": 1}},
               headers=auth)
     assert r.status_code == 400 and "e_clamp_low" in r.json["error"]
@@ -186,4 +187,17 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     assert plan["stages"]["t-agg"]["rho"] == pytest.approx(0.6) and plan["stages"]["t-agg"]["w"] == pytest.approx(1.5)
     assert d["prediction"]["latency_s"] <= 4.5 and d["prediction"]["constraints"]["e2e"] <= 4.5
     assert c.get("/api/v1/jobs/kj/directives").json["directives"][0]["value"] == d["new_value"]
+    status = c.get("/api/v1/jobs/kj/constraints/e2e?spans=20").json
+    assert status["feasible"] is True and status["spans"] and status["spans"][-1]["predicted_latency_ms"] is None
+    # a bound below the fixed part of the latency cannot be met: the decision and the API say so
+    assert c.put("/api/v1/jobs/kj-tight/constraints/e2e", json={"bound_ms": 1000}, headers=auth).status_code == 200
+    assert c.put("/api/v1/jobs/kj-tight/policies/kingman", headers=auth,
+                 json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
+    with eng.connect() as conn:
+        tight_id = conn.execute(select(jobs.c.id).where(jobs.c.name == "kj-tight")).scalar()
+    app.extensions["spark_governor.governor"].evaluate_job(tight_id, now)
+    (latest,) = c.get("/api/v1/jobs/kj-tight/decisions").json["decisions"]
+    assert latest["inputs"]["infeasible"] == ["e2e"] and "infeasible" in latest["reason"]
+    assert latest["new_value"] == 4  # p_max: the stage has 4 tasks, one slot per executor
+    assert c.get("/api/v1/jobs/kj-tight/constraints/e2e").json["feasible"] is False
     eng.dispose()
