@@ -16,7 +16,15 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from aggregators import queries
-from aggregators.models import decisions, directives, events, jobs, knob_states
+from aggregators.models import (
+    decisions,
+    directives,
+    events,
+    jobs,
+    knob_states,
+    policy_configs,
+)
+from policies.registry import load_policies
 
 PREFIX = "spark_governor"
 #: templates without a window in this many seconds are not exported
@@ -67,6 +75,10 @@ class StoreCollector:
         ingested = CounterMetricFamily(f"{PREFIX}_tasks_ingested", "Task records ingested", labels=["job"])
         decided = CounterMetricFamily(f"{PREFIX}_decisions", "Policy decisions by outcome status",
                                       labels=["job", "policy", "knob", "status"])
+        made = CounterMetricFamily(f"{PREFIX}_decisions_made",
+                                   "Policy decisions made, by mode; never decreases (a decision moves between "
+                                   "the statuses of spark_governor_decisions_total)",
+                                   labels=["job", "policy", "knob", "mode"])
         policy_errors = CounterMetricFamily(f"{PREFIX}_policy_errors", "Policy evaluation errors", labels=["job"])
         held = GaugeMetricFamily(f"{PREFIX}_knob_held", "1 while scale-ups of a knob are held (ineffective)",
                                  labels=["job", "knob"])
@@ -75,6 +87,8 @@ class StoreCollector:
         version = GaugeMetricFamily(f"{PREFIX}_directive_version", "Latest directive version", labels=["job", "knob"])
         applied = GaugeMetricFamily(f"{PREFIX}_directive_applied_version", "Directive version the driver applied",
                                     labels=["job", "knob"])
+        directive_value = GaugeMetricFamily(f"{PREFIX}_directive_value",
+                                            "Value of the latest directive (numeric knobs only)", labels=["job", "knob"])
         executors = GaugeMetricFamily(f"{PREFIX}_executors", "Executors registered (driver excluded)", labels=["job"])
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
@@ -84,14 +98,32 @@ class StoreCollector:
                                   .group_by(decisions.c.job_id, decisions.c.policy, decisions.c.knob,
                                             decisions.c.status)):
                 decided.add_metric([names[r.job_id], r.policy, r.knob, r.status], r.n)
-            for r in conn.execute(select(events.c.job_id, func.count().label("n")).where(
-                    events.c.kind == "policy_error", events.c.job_id.is_not(None)).group_by(events.c.job_id)):
-                policy_errors.add_metric([names[r.job_id]], r.n)
+            # counters start at 0 for every configured policy, so that rate() sees the first increment
+            configured = conn.execute(select(policy_configs.c.job_id, policy_configs.c.policy,
+                                             policy_configs.c.mode)).all()
+            n_made = {(r.job_id, r.policy, r.knob, r.mode): r.n for r in conn.execute(
+                select(decisions.c.job_id, decisions.c.policy, decisions.c.knob, decisions.c.mode,
+                       func.count().label("n")).group_by(decisions.c.job_id, decisions.c.policy, decisions.c.knob,
+                                                         decisions.c.mode))}
+            if configured:
+                available = load_policies()[0]
+                for pc in configured:
+                    for knob in getattr(available.get(pc.policy), "knobs", ()):
+                        n_made.setdefault((pc.job_id, pc.policy, knob, pc.mode), 0)
+            for (job_id, policy, knob, mode), n in n_made.items():
+                made.add_metric([names[job_id], policy, knob, mode], n)
+            n_errors = {job_id: 0 for job_id in {pc.job_id for pc in configured}}
+            n_errors.update(conn.execute(select(events.c.job_id, func.count().label("n")).where(
+                events.c.kind == "policy_error", events.c.job_id.is_not(None)).group_by(events.c.job_id)).all())
+            for job_id, n in n_errors.items():
+                policy_errors.add_metric([names[job_id]], n)
             for r in conn.execute(select(knob_states)):
                 held.add_metric([names[r.job_id], r.knob], 1 if r.held else 0)
                 ineffective.add_metric([names[r.job_id], r.knob], r.consecutive_ineffective_ups)
             for r in conn.execute(select(directives)):
                 version.add_metric([names[r.job_id], r.knob], r.version)
+                if isinstance(r.value, (int, float)) and not isinstance(r.value, bool):
+                    directive_value.add_metric([names[r.job_id], r.knob], r.value)
                 if r.applied_version is not None:
                     applied.add_metric([names[r.job_id], r.knob], r.applied_version)
             for job in queries.list_jobs(conn):
@@ -156,7 +188,7 @@ class StoreCollector:
         yield dropped
         yield orphaned
         yield ingested
-        yield from (decided, policy_errors, held, ineffective, version, applied, executors)
+        yield from (decided, made, policy_errors, held, ineffective, version, applied, directive_value, executors)
 
 
 class IngestMetrics:
