@@ -74,7 +74,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app = Flask("spark_governor")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["spark_governor.engine"] = engine
-    registry, ingest_metrics = build_registry(engine)
+    registry, ingest_metrics = build_registry(engine, settings.window_ms)
     governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms)
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))

@@ -200,7 +200,10 @@ class IngestMetrics:
                                   registry=registry)
 
 
-def build_registry(engine: Engine) -> tuple[CollectorRegistry, IngestMetrics]:
+def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegistry, IngestMetrics]:
+    from api.constraint_metrics import ConstraintCollector
+
     registry = CollectorRegistry()
     registry.register(StoreCollector(engine))
+    registry.register(ConstraintCollector(engine, window_ms))
     return registry, IngestMetrics(registry)

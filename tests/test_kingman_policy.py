@@ -174,7 +174,7 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
                  json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
     from sqlalchemy import select
 
-    from aggregators.models import jobs
+    from aggregators.models import decisions, jobs
     with eng.connect() as conn:
         job_id = conn.execute(select(jobs.c.id).where(jobs.c.name == "kj")).scalar()
     (did,) = app.extensions["spark_governor.governor"].evaluate_job(job_id, now)
@@ -189,6 +189,24 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     assert c.get("/api/v1/jobs/kj/directives").json["directives"][0]["value"] == d["new_value"]
     status = c.get("/api/v1/jobs/kj/constraints/e2e?spans=20").json
     assert status["feasible"] is True and status["spans"] and status["spans"][-1]["predicted_latency_ms"] is None
+    # the driver applies it; three evaluation intervals later the effect is judged against the prediction
+    ack = {"schema_version": 1, "job": "kj", "reporter": {"id": "kj", "seq": 2, "slots": d["new_value"],
+                                                           "executors": d["new_value"], "applied": [
+        {"knob": "executors", "version": 1, "status": "applied"}]}}
+    assert c.post("/api/v1/reports", data=gz(ack), headers={"Content-Encoding": "gzip"}).status_code == 200
+    with eng.begin() as conn:  # as if applied 31 s ago
+        conn.execute(decisions.update().values(applied_ms=now - 31_000))
+    app.extensions["spark_governor.governor"].evaluate_job(job_id, now)
+    judged = c.get("/api/v1/jobs/kj/decisions").json["decisions"][-1]
+    assert judged["outcome"]["predicted"]["latency_s"] == d["prediction"]["latency_s"]
+    assert judged["outcome"]["observed"]["latency_s"] == pytest.approx(5.5)
+    metrics = c.get("/metrics").get_data(as_text=True)
+    err = (5.5 - d["prediction"]["latency_s"]) / d["prediction"]["latency_s"]
+    assert f'spark_governor_model_prediction_error_ratio{{job="kj",policy="kingman",quantity="latency_s"}} {err}' in metrics
+    assert 'spark_governor_constraint_bound_seconds{constraint="e2e",job="kj"} 4.5' in metrics
+    assert 'spark_governor_constraint_latency_seconds{constraint="e2e",job="kj"} 5.5' in metrics
+    assert 'spark_governor_constraint_attainment_ratio{constraint="e2e",job="kj"} 0.0' in metrics
+    assert 'spark_governor_constraint_feasible{constraint="e2e",job="kj"} 1.0' in metrics
     # a bound below the fixed part of the latency cannot be met: the decision and the API say so
     assert c.put("/api/v1/jobs/kj-tight/constraints/e2e", json={"bound_ms": 1000}, headers=auth).status_code == 200
     assert c.put("/api/v1/jobs/kj-tight/policies/kingman", headers=auth,
