@@ -1,4 +1,4 @@
-"""Bearer-token authentication and the audit trail of every write to the web API.
+"""Bearer-token authentication, the audit trail of every write, and error answers of the web API.
 
 Tokens are configured at ``serve`` (``--token NAME=SECRET``) and stored as SHA-256 hashes; a
 write names the token's owner in ``audit_log`` together with method, path, body and status,
@@ -24,6 +24,22 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message
+
+
+def parse_body(model, hint: str):
+    """The request's JSON body validated as ``model``; 400 naming the field otherwise."""
+    from flask import request
+    from pydantic import ValidationError
+
+    from policies.wire import describe_validation_error
+
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, f"body: expected a JSON object with {hint}")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise ApiError(400, describe_validation_error(exc)) from None
 
 
 def now_ms() -> int:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Optional
 
 from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
 from aggregators import constraints as store
 from aggregators import queries
 from aggregators.models import jobs, latency_constraints
-from api.auth import ApiError, audited, now_ms
-from policies.wire import TemplateKey, describe_validation_error, validate_job_name
+from api.auth import ApiError, audited, now_ms, parse_body
+from policies.wire import TemplateKey, validate_job_name
 
 
 class ConstraintSettings(BaseModel):
@@ -76,13 +76,7 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
     @bp.put("/api/v1/jobs/<job>/constraints/<name>")
     @audited(engine)
     def put_constraint(job: str, name: str):
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict):
-            raise ApiError(400, "body: expected a JSON object with bound_ms and optionally vertices, span_s")
-        try:
-            settings = ConstraintSettings.model_validate(body)
-        except ValidationError as exc:
-            raise ApiError(400, describe_validation_error(exc)) from None
+        settings = parse_body(ConstraintSettings, "bound_ms and optionally vertices, span_s")
         for what, value in (("job", job), ("name", name)):
             try:
                 validate_job_name(value)

@@ -10,17 +10,16 @@ from __future__ import annotations
 from typing import Literal
 
 from flask import Blueprint, g, jsonify, request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
 from aggregators import directives as repo
 from aggregators import queries
 from aggregators.models import decisions, events, jobs, policy_configs
-from api.auth import ApiError, audited, now_ms
+from api.auth import ApiError, audited, now_ms, parse_body
 from api.governor import Governor
 from policies.registry import InvalidConfig, PolicyNotFound, describe, get_policy, load_policies, validate_config
-from policies.wire import describe_validation_error
 
 
 class PolicySettings(BaseModel):
@@ -79,13 +78,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
     @bp.put("/api/v1/jobs/<job>/policies/<name>")
     @audited(engine)
     def put_job_policy(job: str, name: str):
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict):
-            raise ApiError(400, "body: expected a JSON object with enabled, mode and config")
-        try:
-            settings = PolicySettings.model_validate(body)
-        except ValidationError as exc:
-            raise ApiError(400, describe_validation_error(exc)) from None
+        settings = parse_body(PolicySettings, "enabled, mode and config")
         try:
             cls = get_policy(name)
             cfg = validate_config(cls, settings.config)

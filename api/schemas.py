@@ -190,21 +190,16 @@ class PolicyList(_Body):
     load_errors: dict[str, str]  # entry-point name -> why it failed to load
 
 
-class JobPolicy(_Body):
-    job: str
-    policy: str
-    enabled: bool
-    mode: Literal["dry-run", "act"]
-    config: dict[str, Any]
-    updated_ms: int
-
-
 class JobPolicyItem(_Body):
     policy: str
     enabled: bool
     mode: Literal["dry-run", "act"]
     config: dict[str, Any]
     updated_ms: int
+
+
+class JobPolicy(JobPolicyItem):
+    job: str
 
 
 class JobPolicyList(_Body):
