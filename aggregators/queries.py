@@ -123,7 +123,7 @@ def template_stats(conn: Connection, job: str, windows: int = 12) -> list[dict]:
                 p = min(num_tasks, slots) if slots else num_tasks
                 stats = _window_stats(moments, sums, sum(r["tasks"] for r in rows),
                                       sum(r["failed_tasks"] for r in rows), window_ms / 1000.0, p)
-                stats.update(window_start_ms=start, window_ms=window_ms, partitions=len(rows),
+                stats.update(window_start_ms=start, window_ms=window_ms, partitions=len(rows), num_tasks=num_tasks,
                              stages=twr["stages"] if twr is not None else 0)
                 per_window.append(stats)
                 for n, m in moments.items():

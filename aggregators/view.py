@@ -35,8 +35,10 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
             records_in_per_second=wins[-1]["records_in_per_second"],
             utilization_windows=tuple(w["utilization"] for w in wins if w["utilization"] is not None),
             service_cv=summary["service"]["cv"], arrival_cv=(summary.get("launch_interarrival") or {}).get("cv"),
-            wait_mean_s=_wait(summary), max_tasks=max((w["partitions"] or 0) for w in wins) or None,
-            span_s=sum(w["window_ms"] for w in wins) / 1000.0))
+            wait_mean_s=_wait(summary),
+            max_tasks=max((w.get("num_tasks") or w["partitions"] or 0) for w in wins) or None,
+            span_s=sum(w["window_ms"] for w in wins) / 1000.0,
+            busy_slots=sum(w["busy_seconds"] for w in wins) / (sum(w["window_ms"] for w in wins) / 1000.0)))
     # the latest batches, also those triggered before the span that completed within it
     rows = list(reversed(conn.execute(
         select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)

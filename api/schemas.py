@@ -104,7 +104,8 @@ class WindowStats(_Body):
     gc_seconds: float
     window_start_ms: Optional[int] = None  # windows
     window_ms: Optional[int] = None  # windows
-    partitions: Optional[int] = None  # template windows
+    partitions: Optional[int] = None  # template windows: partitions with a task finished in the window
+    num_tasks: Optional[int] = None  # template windows: tasks of the largest stage run (its partition count)
     stages: Optional[int] = None  # template windows
     windows: Optional[int] = None  # summaries
     span_seconds: Optional[float] = None  # summaries

@@ -14,11 +14,23 @@ Model (kept simple on purpose):
   finding no new rows runs no batch (Spark constructs none without new offsets) and takes no time.
 * A batch started at s holds the rows that arrived in (cut, s], cut being the start of the
   previous batch (0 for the first); then cut := s.
-* Processing time p = (overhead_s + rows × row_cost_s / slots) × noise, rounded to ms (≥ 1 ms),
-  slots = min(executors × cores_per_executor, partitions) (at least 1), executors = those
-  registered when the batch starts (executors registering during a batch do not help it),
-  noise ~ lognormal with mean 1 and shape ``noise_sigma`` (one draw per batch from a seeded numpy
-  Generator; 0 disables it).
+* A batch is one stage of ``partitions`` (N) tasks: partition i holds ⌊rows/N⌋ rows, the first
+  rows mod N one more. Task i's service (run) time is rows_i × row_cost_s × b × ε_i: b ~ lognormal
+  with mean 1 and shape ``noise_sigma`` (one draw per batch, as before), ε_i ~ lognormal with mean 1
+  and shape ``task_noise_sigma`` (N draws per batch; 0 disables either), from one seeded numpy
+  Generator, so every policy sees the same draws per batch index. The driver first spends
+  overhead_s × b (planning; the stage is submitted then), then the tasks run on
+  slots = min(executors × cores_per_executor, partitions) (at least 1) slots, in partition order,
+  each on the slot that frees first (Spark's FIFO task scheduling; equal tasks run in waves), so
+  the stage's makespan ≈ ⌈N/slots⌉ × task time. Processing time p = overhead_s × b + makespan,
+  rounded to ms (≥ 1 ms); the batch ends when its last task does. Executors = those registered
+  when the batch starts (executors registering during a batch do not help it).
+  Change from the earlier model p = (overhead_s + rows × row_cost_s / slots) × b: the work is
+  now split into tasks, so the makespan exceeds rows × cost × b / slots by the wave quantization
+  and, with ``task_noise_sigma`` > 0, the stragglers of the last wave — together less than one
+  task's time (≈ 6 % of the makespan with 200 partitions on 12 slots, ≈ 2.5 % on 5). With both
+  noises off, rows a multiple of N and N a multiple of the slots, p is exactly the earlier
+  formula (``SimParams.processing_s`` is the noise-free value: overhead + ⌈N/slots⌉ × task time).
 * Latency of a batch = its end − its cut: the latency of its oldest row (batching + waiting for
   the previous batch + processing). Steady state on time: latency = T + p.
 * Executors: raising the target requests the difference, which registers ``up_delay_s`` later.
@@ -38,25 +50,53 @@ Model (kept simple on purpose):
   is finished so its latency is counted; rows arrived after the last batch's start are reported as
   ``unprocessed_rows``.
 
-Only the ``executors`` knob is actuated; proposals for other knobs are ignored. Stage statistics
-are not simulated (``JobView.stages`` is empty).
+* Statistics, as the control plane keeps them (``aggregators.ingest``, ``aggregators.queries``,
+  ``aggregators.view``): every task is folded into the statistics window (``window_ms``, aligned
+  on t = 0) of its finish time as soon as it finishes (also the tasks of the batch still
+  running): tasks, busy slot time (Σ service), records in, service and task-latency (finish −
+  stage submission) moments and the partitions seen; every completed stage into the window of its
+  completion: launch interarrival within the stage (ms timestamps), makespan (completion −
+  submission), task count and slots. The view's stage (key ``batch``) merges the latest
+  ⌈span/window⌉ windows that have tasks, like ``aggregators.view.build_view``: utilization = busy
+  / (min(tasks, slots) × window) of the latest window and per window (``utilization_windows``),
+  mean and CV of service, CV of launch interarrival, ``wait_mean_s`` = mean makespan − mean
+  service (``aggregators.view._wait``), ``max_tasks`` = partitions. Statistics are visible at
+  once (no reporting delay); a window that starts at the evaluation time itself (it can only hold
+  tasks finishing at that very millisecond) is left out, so with evaluations on window boundaries
+  the latest window of a view is always complete (a real control plane evaluating mid-window
+  also sees a partial latest window, with a low utilization).
+* Latency constraint (``aggregators.constraints.measure`` on the whole query): bound
+  ``constraint_bound_s`` (default: the SLO target); measured latency = mean over the last
+  round(span/5 s) complete 5 s spans of the mean record latency of the batches completed in the
+  span, estimated as trigger gap / 2 + processing (``aggregators.latency``: the estimate the
+  control plane uses without an event-time column). Note the difference to the bench's SLO,
+  which bounds the latency of a batch's *oldest* row (gap + processing).
+
+Only the ``executors`` knob is actuated; proposals for other knobs are ignored.
 """
 from __future__ import annotations
 
+import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from aggregators.latency import BatchLatency, span_latencies
+from aggregators.view import _wait as stage_wait
+from aggregators.welford import Moments
 from policies.base import (
     BatchStats,
+    ConstraintStats,
     DirectiveState,
     JobView,
     Policy,
     PolicyConfig,
     Proposal,
+    StageStats,
 )
 from policies.safety import KnobHistory, SafetyConfig, guard, judge_effect, next_history
 
@@ -73,23 +113,34 @@ class SimParams:
     overhead_s: float = 0.3  # fixed cost of a batch (planning, commit), seconds
     row_cost_s: float = 0.0005  # core-seconds per row: 2 000 rows/s per core
     cores_per_executor: int = 1
-    partitions: int = 200  # caps the parallelism of a batch
-    noise_sigma: float = 0.1  # lognormal shape of the processing-time noise (mean 1)
+    partitions: int = 200  # tasks per batch (one stage); caps the parallelism of a batch
+    noise_sigma: float = 0.1  # lognormal shape of the per-batch processing-time noise (mean 1)
+    task_noise_sigma: float = 0.2  # lognormal shape of the per-task service-time noise (mean 1)
     up_delay_s: float = 10.0  # requested executor → registered
     eval_interval_s: float = 10.0  # control plane's default evaluation interval
-    window_ms: int = 5000  # control plane's statistics window (only enters the view's span)
+    window_ms: int = 5000  # control plane's statistics window
     min_executors: int = 1
     max_executors: int = 12
     slo_s: float | None = None  # latency target; None → 2 × trigger_s
+    constraint_bound_s: float | None = None  # the view's latency constraint; None → the SLO target
+    constraint_span_s: float = 5.0  # averaging span of the constraint (aggregators.constraints)
 
     @property
     def slo(self) -> float:
         return self.slo_s if self.slo_s is not None else 2 * self.trigger_s
 
+    @property
+    def constraint_bound(self) -> float:
+        return self.constraint_bound_s if self.constraint_bound_s is not None else self.slo
+
+    def slots(self, executors: int) -> int:
+        return max(1, min(executors * self.cores_per_executor, self.partitions))
+
     def processing_s(self, rows: float, executors: int) -> float:
-        """Noise-free processing time (s) of a batch of ``rows`` on ``executors``."""
-        slots = max(1, min(executors * self.cores_per_executor, self.partitions))
-        return self.overhead_s + rows * self.row_cost_s / slots
+        """Noise-free processing time (s) of a batch of ``rows`` on ``executors``: overhead + waves ×
+        task time (exact when rows is a multiple of the partitions)."""
+        waves = math.ceil(self.partitions / self.slots(executors))
+        return self.overhead_s + waves * rows / self.partitions * self.row_cost_s
 
     def executors_for_rate(self, rate: float) -> int:
         """Fewest executors in [min, max] that process a trigger interval of ``rate`` rows/s within it."""
@@ -172,6 +223,51 @@ class _Running:
     rows: int
     executors: int
     boundary: int  # next trigger boundary after start
+    submitted: int = 0  # stage submission (ms)
+    tasks: "_Tasks | None" = None
+
+
+@dataclass
+class _Tasks:
+    """The tasks of one stage run, sorted by finish time; ``folded`` of them are in the windows."""
+
+    partition: np.ndarray
+    launch_ms: np.ndarray
+    finish_ms: np.ndarray
+    service_s: np.ndarray
+    rows: np.ndarray
+    folded: int = 0
+
+
+@dataclass
+class _Window:
+    """One statistics window of the stage (runtime windows merged, plus the template window)."""
+
+    partitions: np.ndarray  # bool per partition: had a task finishing in the window
+    tasks: int = 0
+    busy_s: float = 0.0
+    records: int = 0
+    service: Moments = Moments()
+    latency: Moments = Moments()
+    stages: int = 0  # stage runs completed in the window
+    max_num_tasks: int = 0
+    max_slots: int = 0
+    launch: Moments = Moments()  # launch interarrival within a stage (s)
+    makespan: Moments = Moments()
+
+
+def list_schedule(service: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """(launch, finish) of tasks run in order, each on the slot that frees first (s from submission)."""
+    n = len(service)
+    if slots >= n:
+        return np.zeros(n), service.astype(float)
+    free = [0.0] * slots
+    launch = np.empty(n)
+    for i, d in enumerate(service.tolist()):
+        t = free[0]
+        launch[i] = t
+        heapq.heapreplace(free, t + d)
+    return launch, launch + service
 
 
 @dataclass
@@ -234,6 +330,8 @@ class Simulation:
         self.last_decision: int | None = None
         self.holds = 0
         self._next_id = 0
+        self.windows: dict[int, _Window] = {}  # window start (ms) -> statistics
+        self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
 
     # -- arrivals and time ------------------------------------------------------------------
     def arrived(self, t_ms: int) -> int:
@@ -274,10 +372,23 @@ class Simulation:
         if rows <= 0:
             self.s.next_start = boundary
             return
-        n = self.s.registered
-        noise = self.rng.lognormal(-self.p.noise_sigma ** 2 / 2, self.p.noise_sigma) if self.p.noise_sigma else 1.0
-        p_ms = max(1, round(1000 * self.p.processing_s(rows, n) * noise))
-        self.s.running = _Running(self._next_id, t, t + p_ms, self.s.cut, rows, n, boundary)
+        n, p = self.s.registered, self.p
+        noise = self.rng.lognormal(-p.noise_sigma ** 2 / 2, p.noise_sigma) if p.noise_sigma else 1.0
+        parts = p.partitions
+        eps = (self.rng.lognormal(-p.task_noise_sigma ** 2 / 2, p.task_noise_sigma, parts) if p.task_noise_sigma
+               else np.ones(parts))
+        task_rows = np.full(parts, rows // parts, dtype=np.int64)
+        task_rows[:rows % parts] += 1
+        service = task_rows * p.row_cost_s * noise * eps
+        launch, finish = list_schedule(service, p.slots(n))
+        submit_s = p.overhead_s * noise
+        p_ms = max(1, round(1000 * (submit_s + float(finish.max()))))
+        order = np.argsort(finish, kind="stable")
+        tasks = _Tasks(order, t + np.round(1000 * (submit_s + launch[order])).astype(np.int64),
+                       np.minimum(t + np.round(1000 * (submit_s + finish[order])).astype(np.int64), t + p_ms),
+                       service[order], task_rows[order])
+        self.s.running = _Running(self._next_id, t, t + p_ms, self.s.cut, rows, n, boundary,
+                                  min(t + round(1000 * submit_s), t + p_ms), tasks)
         self._next_id += 1
         self.s.cut = t
 
@@ -285,8 +396,50 @@ class Simulation:
     def _record(r: _Running) -> BatchRecord:
         return BatchRecord(r.batch_id, r.start / 1000.0, r.end / 1000.0, r.cut / 1000.0, r.rows, r.executors)
 
+    # -- statistics (aggregators.ingest folding) ----------------------------------------------
+    def _window(self, start: int) -> _Window:
+        w = self.windows.get(start)
+        if w is None:
+            w = self.windows[start] = _Window(np.zeros(self.p.partitions, dtype=bool))
+        return w
+
+    def _fold_tasks(self, t: int) -> None:
+        """Fold the running stage's tasks finished by ``t`` into the windows of their finish times."""
+        r = self.s.running
+        if r is None or r.tasks is None:
+            return
+        k = r.tasks
+        upto = int(np.searchsorted(k.finish_ms, t, side="right"))
+        if upto <= k.folded:
+            return
+        sl = slice(k.folded, upto)
+        fin, svc = k.finish_ms[sl], k.service_s[sl]
+        win = fin - fin % self.p.window_ms
+        for start in np.unique(win).tolist():
+            m = win == start
+            w = self._window(start)
+            w.partitions[k.partition[sl][m]] = True
+            w.tasks += int(m.sum())
+            w.busy_s += float(svc[m].sum())
+            w.records += int(k.rows[sl][m].sum())
+            w.service = w.service.merge(Moments.of(svc[m]))
+            w.latency = w.latency.merge(Moments.of((fin[m] - r.submitted) / 1000.0))
+        k.folded = upto
+
+    def _fold_stage(self, r: _Running) -> None:
+        """Fold the completed stage into the window of its completion (aggregators.ingest._fold_stages)."""
+        launches = np.sort(r.tasks.launch_ms)
+        w = self._window(r.end - r.end % self.p.window_ms)
+        w.stages += 1
+        w.max_num_tasks = max(w.max_num_tasks, self.p.partitions)
+        w.max_slots = max(w.max_slots, r.executors * self.p.cores_per_executor)
+        w.launch = w.launch.merge(Moments.of(np.diff(launches) / 1000.0))
+        w.makespan = w.makespan.merge(Moments.of([(r.end - r.submitted) / 1000.0]))
+
     def _end_batch(self, t: int) -> None:
+        self._fold_tasks(t)
         r, self.s.running = self.s.running, None
+        self._fold_stage(r)
         self.batches.append(self._record(r))
         processing_s = (r.end - r.start) / 1000.0
         self.stats.append(BatchStats(
@@ -336,15 +489,76 @@ class Simulation:
                 dec.status, dec.applied = "applied", t
 
     # -- control (mirrors api.governor.Governor._evaluate_policy) ---------------------------
+    def stage_stats(self, t: int, span_s: float) -> tuple[StageStats, ...]:
+        """The stage over the last ``span_s`` seconds, as ``aggregators.view.build_view`` builds it."""
+        self._fold_tasks(t)
+        wms = self.p.window_ms
+        for old in [s for s in self.windows if s < t - 3_600_000]:
+            del self.windows[old]
+        n_windows = max(1, math.ceil(span_s * 1000 / wms))
+        since = t - int(span_s * 1000)
+        # windows starting at t hold only tasks that finished exactly at t (evaluations fall on window
+        # boundaries here): leave them to the next evaluation, so the latest window is a complete one
+        recent = [s for s in sorted(self.windows) if s < t][-n_windows:]
+        starts = [s for s in recent if s + wms > since and self.windows[s].tasks]
+        if not starts:
+            return ()
+        job_slots = self.s.registered * self.p.cores_per_executor
+        per, summary = [], {"service": Moments(), "latency": Moments(), "launch": Moments(), "makespan": Moments()}
+        for s in starts:
+            w = self.windows[s]
+            slots = w.max_slots or job_slots
+            num_tasks = w.max_num_tasks or int(w.partitions.sum())
+            p = min(num_tasks, slots) if slots else num_tasks
+            per.append((w, p, w.busy_s / (p * wms / 1000.0) if p else None))
+            for name in summary:
+                summary[name] = summary[name].merge(getattr(w, name))
+        last, p_last, u_last = per[-1]
+        svc, mk = summary["service"].to_dict(), summary["makespan"].to_dict()
+        wait = stage_wait({"service": svc, "makespan": mk if mk["count"] else None,
+                           "latency": summary["latency"].to_dict()})
+        return (StageStats(
+            key="batch", name="micro-batch stage", tasks=sum(w.tasks for w, _, _ in per),
+            service_mean_s=svc["mean"], latency_mean_s=summary["latency"].to_dict()["mean"],
+            utilization=u_last, parallelism=p_last, records_in_per_second=last.records / (wms / 1000.0),
+            utilization_windows=tuple(u for _, _, u in per if u is not None), service_cv=svc["cv"],
+            arrival_cv=summary["launch"].cv, wait_mean_s=wait,
+            max_tasks=max(int(w.partitions.sum()) for w, _, _ in per) or None,
+            span_s=len(per) * wms / 1000.0),)
+
+    def constraint(self, t: int, span_s: float) -> ConstraintStats:
+        """The whole-query latency constraint as ``aggregators.constraints.measure`` reports it."""
+        c_span = self.p.constraint_span_s
+        span_ms = round(c_span * 1000)
+        spans = max(1, round(span_s / c_span))
+        current = t - t % span_ms
+        since = current - spans * span_ms
+        stats = self.stats
+        while self._lat_from + 1 < len(stats) and \
+                stats[self._lat_from + 1].trigger_ms + round(stats[self._lat_from + 1].processing_s * 1000) < since:
+            self._lat_from += 1  # batches end in order; keep the one before as the previous trigger
+        items = [BatchLatency("sim", b.trigger_ms, b.processing_s, b.num_input_rows) for b in stats[self._lat_from:]]
+        measured = [m for m in span_latencies(items, c_span) if since <= m.start_ms < current]
+        bound = self.p.constraint_bound
+        lat = [m.latency_s for m in measured]
+        return ConstraintStats(
+            name="slo", vertices=None, bound_s=bound, span_s=c_span,
+            latency_s=sum(lat) / len(lat) if lat else None,
+            batching_wait_s=sum(m.wait_s for m in measured) / len(measured) if measured else None,
+            attainment=sum(x <= bound for x in lat) / len(lat) if lat else None,
+            source=measured[-1].source if measured else None)
+
     def view(self, t: int) -> JobView:
         cfg = self.c.config
         span_s = max(self.p.eval_interval_s * cfg.effectiveness_intervals,
                      getattr(cfg, "scaling_interval_s", 0) or 0, self.p.window_ms / 1000.0)
-        batches = tuple(b for b in self.stats[-500:] if b.trigger_ms >= t - 3_600_000)
-        return JobView(job="sim", now_ms=t, window_s=span_s, batches=batches,
+        lo = bisect_left(self.stats, t - 3_600_000, key=lambda b: b.trigger_ms)
+        batches = tuple(self.stats[max(lo, len(self.stats) - 500):])
+        return JobView(job="sim", now_ms=t, window_s=span_s, stages=self.stage_stats(t, span_s), batches=batches,
                        directives={KNOB: self.directive} if self.directive else {},
                        executors=self.s.registered, slots=self.s.registered * self.p.cores_per_executor,
-                       last_decision_ms={KNOB: self.last_decision} if self.last_decision is not None else {})
+                       last_decision_ms={KNOB: self.last_decision} if self.last_decision is not None else {},
+                       constraints=(self.constraint(t, span_s),))
 
     def _judge(self, view: JobView, t: int) -> None:
         cfg, policy = self.c.config, self.c.policy

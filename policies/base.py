@@ -38,6 +38,7 @@ class StageStats:
     wait_mean_s: Optional[float] = None  # queueing for slots within a batch (aggregators.view._wait)
     max_tasks: Optional[int] = None  # tasks per stage run (partitions): the most slots the stage can use
     span_s: Optional[float] = None  # length of the statistics windows merged into these numbers
+    busy_slots: Optional[float] = None  # busy slot-seconds per second over the span (work, whatever the parallelism)
 
 
 @dataclass(frozen=True)

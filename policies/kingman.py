@@ -13,8 +13,8 @@ queueing unit is the task waiting for an executor slot, not the record:
   (partitions): more slots than tasks cannot help that stage.
 - ``S̄``: mean task service (executor run) time; ``c_S``: its coefficient of variation (1.0 if
   unknown).
-- ``ρ``: utilization, busy slot time / (p × window), averaged over the statistics windows of the
-  evaluation span — exactly ``S̄/Ā`` of the thesis — so
+- ``ρ``: utilization at the current parallelism, busy slot-seconds per second over the evaluation
+  span / p — exactly ``S̄/Ā`` of the thesis — so
   ``Ā = S̄/ρ`` (mean interarrival of tasks per slot); ``c_A``: CV of task launch interarrival
   within the stage (1.0 if unknown).
 - ``w``: measured mean slot wait = mean task latency (finish − stage submission) − mean run time;
@@ -76,10 +76,14 @@ def vertex_model(stage: StageStats, cfg: KingmanConfig) -> Optional[VertexModel]
     """The G/G/1 model of one stage (see the module docstring), or None without enough data."""
     if not stage.parallelism or not stage.service_mean_s or stage.utilization is None:
         return None
-    # the mean over the statistics windows of the span, not the latest window alone: a window holds
-    # a whole number of micro-batches, so single windows swing with the trigger phase
-    windows = stage.utilization_windows or (stage.utilization,)
-    rho = max(sum(windows) / len(windows), 1e-9)
+    # the work over the whole span at the current parallelism, not the latest window alone (a window
+    # holds a whole number of micro-batches, so single windows swing with the trigger phase) and not
+    # a mean of window utilizations (windows before a scaling action had another parallelism)
+    if stage.busy_slots is not None:
+        rho = max(stage.busy_slots / stage.parallelism, 1e-9)
+    else:
+        windows = stage.utilization_windows or (stage.utilization,)
+        rho = max(sum(windows) / len(windows), 1e-9)
     p_max = max(stage.max_tasks or stage.parallelism, stage.parallelism)
     return VertexModel(p=stage.parallelism, S=stage.service_mean_s, A=stage.service_mean_s / rho,
                        cA=stage.arrival_cv if stage.arrival_cv is not None else 1.0,
@@ -140,7 +144,9 @@ class KingmanPolicy(Policy):
                 return None
             models, fixed = built
             models_by_name[c.name] = (models, fixed)
-            slots_now = max(m.p for m in models)
+            # the pool the job has now: stages report the parallelism of their last run, which lags a
+            # scale-up while a long batch is still running
+            slots_now = max(max(m.p for m in models), (view.current("executors") or 0) * spe)
             rhos = [m.utilization for m in models]
             bottleneck = max(rhos) >= cfg.bottleneck_utilization or (
                 c.vertices is None and query_rho is not None and query_rho >= cfg.bottleneck_utilization)
@@ -178,11 +184,14 @@ class KingmanPolicy(Policy):
         if plan is None or not current:
             return []
         target = plan["executors"]
+        cons = plan["constraints"]
         if target < current:
+            if any(c["bottleneck"] for c in cons.values()):
+                return []  # never release executors while a stage or the query is a bottleneck
             target = current - 1  # scale-downs one by one (thesis §4.6.4)
         if target == current or not hysteresis_ok(current, target, config.min_relative_change):
             return []
-        cons, spe = plan["constraints"], plan["slots_per_executor"]
+        spe = plan["slots_per_executor"]
         predicted, utilization = {}, {}
         for name, (models, fixed) in plan.pop("models").items():
             predicted[name], utilization[name] = self.predict(models, fixed, target, spe)

@@ -7,12 +7,20 @@ from click.testing import CliRunner
 
 from api.cli import main
 from bench.scaling import (
+    ATTAINMENT_METRIC,
     BASELINE,
+    KINGMAN_CONFIG,
+    MIN_STATIC,
     POLICIES,
     PROFILES,
     count_oscillations,
+    format_table,
+    goal,
     governed,
+    metrics,
+    min_static,
     run_scaling_bench,
+    static,
 )
 from bench.scaling_sim import (
     Action,
@@ -20,6 +28,7 @@ from bench.scaling_sim import (
     SimParams,
     Simulation,
     StaticPolicy,
+    list_schedule,
     simulate,
 )
 from policies.base import Policy, Proposal
@@ -59,7 +68,8 @@ class FixedTarget(Policy):
         return [Proposal("executors", self.target, f"fixed at {self.target}")]
 
 
-EXACT = {"trigger_s": 4.0, "overhead_s": 1.0, "noise_sigma": 0.0, "up_delay_s": 10.0, "eval_interval_s": 10.0}
+EXACT = {"trigger_s": 4.0, "overhead_s": 1.0, "noise_sigma": 0.0, "task_noise_sigma": 0.0, "up_delay_s": 10.0,
+         "eval_interval_s": 10.0}
 
 
 def test_trigger_and_latency_semantics_on_time():
@@ -193,7 +203,7 @@ def test_adding_a_policy_is_one_entry():
     entries = [e for e in POLICIES if e.name in ("static-max", "threshold")]
     assert {e.name for e in entries} == {"static-max", "threshold"}
     rep = run_scaling_bench(profiles=("spike",), duration_s=300, policies=entries)
-    assert [r["policy"] for r in rep["results"]] == ["static-max", "threshold"]
+    assert [r["policy"] for r in rep["results"]] == ["static-max", "threshold", MIN_STATIC]
 
 
 def test_cli_writes_json_and_plot(tmp_path):
@@ -205,11 +215,143 @@ def test_cli_writes_json_and_plot(tmp_path):
     assert {"summary", "results", "baseline", "duration_s", "seed", "slo_s", "oscillation_window_s", "params",
             "profiles", "timelines"} <= set(data)
     assert {(x["profile"], x["policy"]) for x in data["results"]} == {
-        (p, e.name) for p in ("step", "spike") for e in POLICIES}
+        (p, name) for p in ("step", "spike") for name in [e.name for e in POLICIES] + [MIN_STATIC]}
     for x in data["results"]:
-        assert {"slo_attainment", "executor_seconds", "ratio_vs_baseline", "actions", "oscillations",
-                "mean_executors", "max_executors", "batches"} <= set(x)
-    assert "threshold" in r.output and "static-max" in r.output
+        assert {"slo_attainment", "executor_seconds", "ratio_vs_baseline", "ratio_vs_min_static", "actions",
+                "oscillations", "mean_executors", "max_executors", "batches", "goal"} <= set(x)
+    for name in ("threshold", "static-max", "kingman", "utilization-target", "min-static=", "goal:"):
+        assert name in r.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = CliRunner().invoke(main, ["bench", "scaling", "--profiles", "nope", "--out", str(out)])
     assert bad.exit_code != 0 and "nope" in bad.output
+
+
+# -- the micro-batch stage: tasks in waves, statistics as the control plane keeps them -------------
+STAGE = {"trigger_s": 5.0, "overhead_s": 1.0, "row_cost_s": 0.002, "partitions": 8, "noise_sigma": 0.0,
+         "task_noise_sigma": 0.0, "window_ms": 5000, "eval_interval_s": 10.0}
+
+
+def test_tasks_run_in_waves_on_the_slot_that_frees_first():
+    launch, finish = list_schedule(np.array([1.0, 1.0, 1.0, 0.5, 0.5]), 2)
+    assert launch.tolist() == [0.0, 0.0, 1.0, 1.0, 1.5] and finish.tolist() == [1.0, 1.0, 2.0, 1.5, 2.0]
+    launch, finish = list_schedule(np.array([1.0, 2.0]), 4)  # more slots than tasks: one wave
+    assert launch.tolist() == [0.0, 0.0] and finish.tolist() == [1.0, 2.0]
+
+
+def test_stage_statistics_and_constraint_in_the_view():
+    # 400 rows/s, T = 5 s = the window: each window holds one batch of 2000 rows = 8 tasks of 250 rows
+    # (0.5 s) on 2 slots: 4 waves, makespan 2 s, processing 1 + 2 = 3 s
+    params = SimParams(**STAGE)
+    sim = Simulation(constant(400), 60, static_controller(2), params)
+    res = sim.run()
+    assert {b.processing_s for b in res.batches} == {3.0}
+    v = sim.view(60_000)
+    (st,) = v.stages
+    assert st.parallelism == 2 and st.max_tasks == 8 and st.span_s == 30.0
+    assert st.utilization == pytest.approx(8 * 0.5 / (2 * 5.0))  # busy / (min(tasks, slots) · window)
+    assert st.utilization_windows == pytest.approx((0.4,) * 6)
+    assert st.records_in_per_second == pytest.approx(400)
+    assert st.service_mean_s == pytest.approx(0.5) and st.service_cv == pytest.approx(0.0, abs=1e-9)
+    assert st.latency_mean_s == pytest.approx((0.5 + 1.0 + 1.5 + 2.0) / 4)  # finish − submission
+    assert st.wait_mean_s == pytest.approx(2.0 - 0.5)  # makespan − service (aggregators.view._wait)
+    gaps = np.tile(np.diff([0, 0, 500, 500, 1000, 1000, 1500, 1500]) / 1000.0, 6)  # 6 stages' launch gaps
+    assert st.arrival_cv == pytest.approx(gaps.std(ddof=1) / gaps.mean())
+    (c,) = v.constraints
+    assert c.bound_s == params.slo == 10.0 and c.span_s == 5.0 and c.source == "estimated"
+    assert c.latency_s == pytest.approx(5.0 / 2 + 3.0) and c.batching_wait_s == pytest.approx(2.5)
+    assert c.attainment == 1.0
+    assert SimParams(**STAGE, constraint_bound_s=4.0).constraint_bound == 4.0
+
+
+def test_processing_time_keeps_the_earlier_model_when_tasks_divide_evenly():
+    # 1 slot: overhead + rows × cost, whatever the partitioning; 12 slots of 200 tasks: 17 waves
+    p = SimParams()
+    assert p.processing_s(16_000, 1) == pytest.approx(p.overhead_s + 16_000 * p.row_cost_s)
+    assert p.processing_s(16_000, 12) == pytest.approx(p.overhead_s + 17 * 80 * p.row_cost_s)
+    res = simulate(constant(2000), 40, static_controller(2), SimParams(noise_sigma=0, task_noise_sigma=0))
+    assert [b.processing_s for b in res.batches] == pytest.approx([p.processing_s(8000, 2)] * len(res.batches))
+
+
+def test_min_static_is_the_smallest_size_meeting_the_target():
+    seen = []
+
+    def fake(n):
+        seen.append(n)
+        return {"slo_attainment_rows": {1: 0.2, 2: 0.94, 3: 0.96, 4: 0.99}.get(n, 1.0), "slo_attainment": 1.0}
+
+    params = SimParams()
+    assert min_static(fake, params) == (3, fake(3)) and seen[:3] == [1, 2, 3]
+    assert min_static(fake, params, metric="slo_attainment")[0] == 1
+    assert min_static(lambda n: {"slo_attainment_rows": 0.5}, params) == (None, None)
+
+
+def test_min_static_on_a_real_tiny_case():
+    # 3000 rows/s, T = 4 s: 12 000 rows take 0.3 + 6 s on 1 executor (falls behind), 3.3 s on 2
+    params = SimParams(noise_sigma=0, task_noise_sigma=0)
+
+    def run_static(n):
+        return metrics(simulate(constant(3000), 120, static(lambda p, mean: n)(params, 0.0), params), params, 120)
+
+    n, m = min_static(run_static, params)
+    assert n == 2 and m[ATTAINMENT_METRIC] >= 0.95 and run_static(1)[ATTAINMENT_METRIC] < 0.95
+
+
+def test_min_static_row_and_ratios(report):
+    for profile in PROFILES:
+        rows = rows_of(report, profile)
+        n = report["profiles"][profile]["min_static"]
+        least = rows[MIN_STATIC]
+        assert least["static_executors"] == n and least["executor_seconds"] == pytest.approx(n * DURATION)
+        assert least[ATTAINMENT_METRIC] >= 0.95 and least["ratio_vs_min_static"] == 1.0
+        assert rows["static-max"]["ratio_vs_min_static"] == pytest.approx(12 / n)
+        params = SimParams()
+        assert n > params.min_executors  # one executor fewer misses (the search is upwards)
+        fewer = simulate(PROFILES[profile](DURATION), DURATION, static(lambda p, mean: n - 1)(params, 0.0), params,
+                         seed=1)
+        assert metrics(fewer, params, report["oscillation_window_s"])[ATTAINMENT_METRIC] < 0.95
+
+
+def test_goal_verdicts():
+    threshold = {"slo_attainment_rows": 0.9, "executor_seconds": 100.0, "ratio_vs_min_static": 1.2}
+    good = {"slo_attainment_rows": 0.96, "executor_seconds": 90.0, "ratio_vs_min_static": 1.05}
+    assert goal(good, threshold) == {"slo_met": True, "within_slack_of_min_static": True, "beats_threshold": True,
+                                     "met": True}
+    assert goal(threshold, threshold) == {"slo_met": False, "within_slack_of_min_static": False, "met": False}
+    costly = dict(good, executor_seconds=120.0, ratio_vs_min_static=1.11)
+    assert goal(costly, threshold)["within_slack_of_min_static"] is False and not goal(costly, threshold)["met"]
+
+
+def test_kingman_and_utilization_target_rows(report):
+    params = SimParams()
+    assert KINGMAN_CONFIG  # documented in bench.scaling
+    for profile in PROFILES:
+        rows = rows_of(report, profile)
+        for policy in ("kingman", "utilization-target"):
+            r = rows[policy]
+            assert params.min_executors <= r["min_executors"] <= r["max_executors"] <= params.max_executors
+            assert r["actions"] > 0 and r["goal"] is not None and "beats_threshold" in r["goal"]
+            assert r["executor_seconds"] < rows["static-max"]["executor_seconds"]
+        assert rows["threshold"]["goal"] is not None and "beats_threshold" not in rows["threshold"]["goal"]
+        assert rows["static-max"]["goal"] is None
+    table = format_table(report)
+    assert "kingman" in table and "utilization-target" in table and "vs min-static" in table
+
+
+def test_kingman_decides_from_the_simulated_stage_and_constraint():
+    # the step: Kingman scales up after it (bottleneck or constraint), from stage statistics it received
+    params = SimParams()
+    sim = Simulation(PROFILES["step"](DURATION), DURATION, governed("kingman", KINGMAN_CONFIG)(params, 5000),
+                     params, seed=1)
+    res = sim.run()
+    ups = [a for a in res.actions if a.t_s > DURATION / 2 and a.new > a.old]
+    assert ups and all("executors for 1 constraint" in a.reason for a in res.actions)
+    assert max(a.new for a in ups) >= params.executors_for_rate(8000)
+    v = sim.view(round(DURATION * 1000))
+    assert v.stages and v.constraints[0].latency_s is not None
+
+
+def test_kingman_and_utilization_target_are_deterministic():
+    entries = [e for e in POLICIES if e.name in ("kingman", "utilization-target")]
+    a = run_scaling_bench(profiles=("sinusoid",), duration_s=300, seed=3, policies=entries)
+    b = run_scaling_bench(profiles=("sinusoid",), duration_s=300, seed=3, policies=entries)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)

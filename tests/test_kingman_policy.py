@@ -219,3 +219,21 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     assert latest["new_value"] == 4  # p_max: the stage has 4 tasks, one slot per executor
     assert c.get("/api/v1/jobs/kj-tight/constraints/e2e").json["feasible"] is False
     eng.dispose()
+
+
+def test_utilization_is_the_span_work_at_the_current_parallelism():
+    # 2.4 busy slots over the span; the stage ran at 4 slots last (earlier windows at 2) → ρ = 0.6
+    s = StageStats(key="s", name="s", tasks=10, service_mean_s=1.0, latency_mean_s=1.5, utilization=0.9,
+                   parallelism=4, records_in_per_second=None, utilization_windows=(1.0, 0.9, 0.6), wait_mean_s=0.5,
+                   max_tasks=8, busy_slots=2.4)
+    assert vertex_model(s, CFG).utilization == pytest.approx(0.6)
+
+
+def test_bottleneck_doubles_the_current_pool_and_never_scales_down():
+    # the stage last ran at 1 slot (a long batch from before the scale-up) but 6 executors are registered
+    st = stage(rho=0.995, p=1, max_tasks=32)
+    plan = KingmanPolicy().plan(view([st], [constraint(6.0, 3.0)], executors=6), CFG)
+    assert plan["constraints"]["c1"]["slots"] == 12
+    # a bottleneck plan below the current size must not release executors
+    capped = stage(rho=0.995, p=1, max_tasks=4)
+    assert KingmanPolicy().evaluate(view([capped], [constraint(6.0, 3.0)], executors=6), CFG) == []

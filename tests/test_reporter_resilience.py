@@ -142,12 +142,19 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
                     connect_timeout_s=0.5, backoff_initial_s=0.2, backoff_max_s=1.0)
     cfg = DemoConfig(job="outage", rows_per_second=3000, keys=200)
     query = start_query(spark, cfg, str(tmp_path / "ckpt"))
+    def batches_done():
+        return len(query.recentProgress)
+
     try:
-        time.sleep(15)
+        # enough batches before and during the outage, however fast this machine runs them
+        time.sleep(10)
+        wait_for(lambda: batches_done() >= 9, 180, 0.5, "batches before the outage")
         t_down = time.time()
         plane.kill()
         plane.wait()
-        time.sleep(15)
+        during_from = batches_done()
+        time.sleep(10)
+        wait_for(lambda: batches_done() >= during_from + 10, 180, 0.5, "batches during the outage")
         t_up = time.time()
         plane = serve()
         time.sleep(12)
