@@ -156,3 +156,15 @@ def prometheus_factory(tmp_path):
             p.wait(10)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+# -- Spark standalone cluster -------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """A real master + one 4-core worker on 127.0.0.1 from the pyspark install (tests/standalone.py)."""
+    require(shutil.which("java") is not None, "java")
+    from tests.standalone import StandaloneCluster
+
+    c = StandaloneCluster(tmp_path_factory.mktemp("standalone"), cores=4).start()
+    yield c
+    c.stop()

@@ -1,8 +1,10 @@
 """A real Spark standalone cluster (master + one worker) on 127.0.0.1, from the pyspark install."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import requests
@@ -10,6 +12,7 @@ import requests
 import pyspark
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class StandaloneCluster:
@@ -55,3 +58,39 @@ class StandaloneCluster:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+class Driver:
+    """The scaling job in its own process; the test steers its input rate through a file."""
+
+    def __init__(self, tmp: Path, cluster, plane, job: str) -> None:
+        self.tmp, self.job = tmp, job
+        self.rate_file, self.stop_file, self.out = tmp / "rate", tmp / "stop", tmp / "out.jsonl"
+        self.rate(300)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "scaling_job.py"), "--master", cluster.url, "--endpoint", plane.url,
+             "--job", job, "--rate-file", str(self.rate_file), "--stop-file", str(self.stop_file),
+             "--out", str(self.out), "--checkpoint", str(tmp / "ckpt")],
+            stdout=open(tmp / "driver.log", "w"), stderr=subprocess.STDOUT,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT)})
+
+    def rate(self, rows_per_second: float) -> None:
+        tmp = self.rate_file.with_suffix(".tmp")
+        tmp.write_text(str(rows_per_second))
+        tmp.replace(self.rate_file)
+
+    def samples(self) -> list[dict]:
+        if not self.out.exists():
+            return []
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+
+    def executors(self) -> int | None:
+        s = self.samples()
+        return s[-1]["executors"] if s else None
+
+    def stop(self) -> None:
+        self.stop_file.write_text("stop")
+        try:
+            self.proc.wait(90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()

@@ -1,0 +1,76 @@
+"""The Kingman policy keeps a latency constraint on a real Spark standalone cluster.
+
+A paced Zipf job (tests/scaling_job.py) runs with a whole-query latency constraint; its input rate
+rises until one executor cannot keep up, then falls. The policy adds executors soon after the
+constraint is violated, releases them one by one when the load falls (never below the minimum),
+every decision carries its prediction, and the prediction error of judged decisions is exported.
+"""
+import time
+
+import pytest
+import requests
+
+from tests.conftest import wait_for
+from tests.standalone import Driver
+
+pytestmark = pytest.mark.spark
+TOKEN = "kingman-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def plane(tmp_path):
+    from api.app import Settings
+    from api.server import ControlPlane
+
+    p = ControlPlane(db_url=f"sqlite:///{tmp_path / 'sg.db'}", port=0, tokens={"ops": TOKEN},
+                     settings=Settings(window_ms=4000, evaluation_interval_s=2.0)).start()
+    yield p
+    p.stop()
+
+
+def decisions(plane, job):
+    return requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions?limit=1000", timeout=10).json()["decisions"]
+
+
+def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluster, plane, tmp_path):
+    job = "kingman-act"
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e", headers=AUTH, timeout=10,
+                     json={"bound_ms": 6000, "span_s": 4.0})
+    assert r.status_code == 200, r.text
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman", headers=AUTH, timeout=10, json={
+        "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 4, "warmup_windows": 1}})
+    assert r.status_code == 200, r.text
+    driver = Driver(tmp_path, standalone_cluster, plane, job)
+    try:
+        wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
+        wait_for(lambda: driver.executors() == 1, 60, 1, "initial size of one executor")
+        driver.rate(24_000)  # 96 000 rows per 4 s batch × 50 µs = 4.8 s of work on one executor
+        stepped = time.time()
+        wait_for(lambda: (driver.executors() or 0) >= 2, 240, 1, "scale-out")
+        ups = [d for d in decisions(plane, job) if d["new_value"] > d["old_value"]]
+        assert ups and all(d["policy"] == "kingman" and d["mode"] == "act" for d in ups)
+        first_up = min(d["created_ms"] for d in ups) / 1000.0
+        assert first_up - stepped < 120, "scaled out within two minutes of the rate step"
+        for d in ups:
+            assert d["prediction"]["constraints"]["e2e"] is not None or d["inputs"]["plan"]["constraints"]["e2e"][
+                "bottleneck"]
+            assert 0 < d["prediction"]["utilization"] and d["inputs"]["latency_s"] > 0
+        # under the higher rate the constraint is met again with more executors
+        wait_for(lambda: (requests.get(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?spans=3", timeout=10)
+                          .json()["latest"] or {}).get("attained"), 180, 2, "constraint attained again")
+        peak = max(s["executors"] for s in driver.samples())
+        driver.rate(100)
+        wait_for(lambda: driver.executors() == 1, 300, 1, "scale-in to the minimum")
+        ds = decisions(plane, job)
+        downs = [d for d in ds if d["new_value"] < d["old_value"]]
+        assert downs and all(d["old_value"] - d["new_value"] == 1 for d in downs), "scale-in one at a time"
+        assert all(1 <= d["new_value"] <= 4 for d in ds)
+        assert len(downs) >= peak - 1
+        # effects are judged against the predictions, and the error is exported
+        wait_for(lambda: any(d["outcome"] for d in decisions(plane, job)), 60, 2, "a judged decision")
+        metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
+        assert f'spark_governor_model_prediction_error_ratio{{job="{job}",policy="kingman"' in metrics
+        assert f'spark_governor_constraint_bound_seconds{{constraint="e2e",job="{job}"}} 6.0' in metrics
+    finally:
+        driver.stop()
