@@ -98,6 +98,14 @@ class JobView:
     last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
     constraints: tuple[ConstraintStats, ...] = ()
 
+    def slots_per_executor(self, configured: Optional[int] = None) -> int:
+        """Task slots per executor: configured, else reported slots / executors, else 1."""
+        if configured:
+            return configured
+        if self.slots and self.executors:
+            return max(1, round(self.slots / self.executors))
+        return 1
+
     def current(self, knob: str, default: Any = None) -> Any:
         """The knob's current value: the applied directive, else what the job reports."""
         d = self.directives.get(knob)

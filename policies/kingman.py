@@ -92,14 +92,6 @@ def vertex_model(stage: StageStats, cfg: KingmanConfig) -> Optional[VertexModel]
                        e_clamp=(cfg.e_clamp_low, cfg.e_clamp_high), key=stage.key)
 
 
-def slots_per_executor(view: JobView, cfg: KingmanConfig) -> int:
-    if cfg.slots_per_executor:
-        return cfg.slots_per_executor
-    if view.slots and view.executors:
-        return max(1, round(view.slots / view.executors))
-    return 1
-
-
 class KingmanPolicy(Policy):
     name = "kingman"
     knobs = ("executors",)
@@ -135,7 +127,7 @@ class KingmanPolicy(Policy):
     def plan(self, view: JobView, cfg: KingmanConfig) -> Optional[dict]:
         """Slots and executors each constraint needs (Algorithm 8 with the Spark objective); None
         before warm-up. ``models`` maps a constraint to its stage models and fixed latency (s)."""
-        spe = slots_per_executor(view, cfg)
+        spe = view.slots_per_executor(cfg.slots_per_executor)
         query_rho = self._query_load(view, cfg)
         out, models_by_name = {}, {}
         for c in sorted(view.constraints, key=lambda x: x.name):

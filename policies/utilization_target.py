@@ -89,14 +89,6 @@ def arrival_rate(view: JobView) -> Optional[float]:
     return sum(b.num_input_rows for b in recent) / gaps if gaps > 0 else None
 
 
-def slots_per_executor(view: JobView, cfg: UtilizationTargetConfig) -> int:
-    if cfg.slots_per_executor:
-        return cfg.slots_per_executor
-    if view.slots and view.executors:
-        return max(1, round(view.slots / view.executors))
-    return 1
-
-
 class UtilizationTargetPolicy(Policy):
     name = "utilization-target"
     knobs = ("executors",)
@@ -151,7 +143,7 @@ class UtilizationTargetPolicy(Policy):
         m = self.model(view, config)
         if m is None or not current:
             return []
-        spe = slots_per_executor(view, config)
+        spe = view.slots_per_executor(config.slots_per_executor)
         load = self.load(m, current * spe)
         if config.lower <= load <= config.upper:
             return []
@@ -171,4 +163,4 @@ class UtilizationTargetPolicy(Policy):
         current = view.current("executors")
         if m is None or not current:
             return {}
-        return {"utilization": self.load(m, current * slots_per_executor(view, config))}
+        return {"utilization": self.load(m, current * view.slots_per_executor(config.slots_per_executor))}

@@ -65,6 +65,26 @@ def control_plane(sqlite_url):
     plane.stop()
 
 
+@pytest.fixture
+def start_plane(sqlite_url):
+    """Start in-process control planes on free ports with a fresh SQLite file: ``start_plane(token,
+    window_ms=..., evaluation_interval_s=...)``; the token is stored under the name ``ops``. All are
+    stopped after the test."""
+    from api.app import Settings
+    from api.server import ControlPlane
+
+    planes = []
+
+    def start(token: str, **settings):
+        plane = ControlPlane(db_url=sqlite_url, port=0, tokens={"ops": token}, settings=Settings(**settings)).start()
+        planes.append(plane)
+        return plane
+
+    yield start
+    for plane in planes:
+        plane.stop()
+
+
 @pytest.fixture(scope="session")
 def spark():
     require(shutil.which("java") is not None, "java")

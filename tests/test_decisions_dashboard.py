@@ -124,14 +124,8 @@ class Feeder(threading.Thread):
 
 
 @pytest.fixture
-def plane(sqlite_url):
-    from api.app import Settings
-    from api.server import ControlPlane
-
-    p = ControlPlane(db_url=sqlite_url, port=0, tokens={"ops": TOKEN},
-                     settings=Settings(window_ms=1000, evaluation_interval_s=1.0)).start()
-    yield p
-    p.stop()
+def plane(start_plane):
+    return start_plane(TOKEN, window_ms=1000, evaluation_interval_s=1.0)
 
 
 @pytest.mark.usefixtures("plugin_installed")  # its always-fails policy produces policy errors

@@ -19,14 +19,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def plane(tmp_path):
-    from api.app import Settings
-    from api.server import ControlPlane
-
-    p = ControlPlane(db_url=f"sqlite:///{tmp_path / 'sg.db'}", port=0, tokens={"ops": TOKEN},
-                     settings=Settings(window_ms=4000, evaluation_interval_s=2.0)).start()
-    yield p
-    p.stop()
+def plane(start_plane):
+    return start_plane(TOKEN, window_ms=4000, evaluation_interval_s=2.0)
 
 
 def decisions(plane, job):

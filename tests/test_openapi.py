@@ -22,14 +22,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def plane(sqlite_url):
-    from api.app import Settings
-    from api.server import ControlPlane
-
-    p = ControlPlane(db_url=sqlite_url, port=0, tokens={"ops": TOKEN},
-                     settings=Settings(window_ms=1000, evaluation_interval_s=3600)).start()
-    yield p
-    p.stop()
+def plane(start_plane):
+    return start_plane(TOKEN, window_ms=1000, evaluation_interval_s=3600)
 
 
 class Checked:
