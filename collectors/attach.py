@@ -25,7 +25,7 @@ import atexit
 import logging
 from dataclasses import dataclass
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from collectors.appliers import ExecutorApplier
 from collectors.events import EventTranslator, parse_concatenated
@@ -191,6 +191,12 @@ class Attachment:
     query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
     detached: bool = False
 
+    def add_applier(self, knob: str, applier: Any) -> None:
+        """Apply directives of ``knob`` with ``applier(value) -> (status, message)`` (see
+        ``collectors.appliers``); replaces the knob's previous applier. Thread-safe enough: the
+        reporter thread reads the mapping once per cycle."""
+        self.reporter.appliers[knob] = applier
+
     def detach(self, flush_timeout_s: float = 5.0) -> None:
         if self.detached:
             return
@@ -210,8 +216,12 @@ class Attachment:
         self.reporter.stop(flush_timeout_s)
 
 
-def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_options: Any) -> Attachment:
+def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
+           **reporter_options: Any) -> Attachment:
     """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
+
+    ``appliers`` maps further knobs (``batch_interval``, ``partition_plan``, ``exchanges``) to
+    job-side appliers (``collectors.appliers``); the executor applier is always installed.
 
     ``reporter_options`` are passed to :class:`collectors.reporter.Reporter` (``max_queue``,
     ``flush_interval_s``, timeouts, ...).
@@ -231,7 +241,7 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", **reporter_
 
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
-                        appliers={"executors": executors}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
+                        appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
                         **reporter_options).start()
     listener = PySparkListener(reporter)
     sc._jsc.sc().addSparkListener(listener)
