@@ -47,7 +47,9 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
         batch_id=r["batch_id"], trigger_ms=r["trigger_ms"],
         processing_s=(r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"]) / 1000.0,
         num_input_rows=r["num_input_rows"], input_rows_per_second=r["input_rows_per_second"],
-        processed_rows_per_second=r["processed_rows_per_second"]) for r in rows)
+        processed_rows_per_second=r["processed_rows_per_second"],
+        interval_s=_ms_to_s((r["durations_ms"] or {}).get("batchInterval")),
+        queueing_s=_ms_to_s((r["durations_ms"] or {}).get("batchQueueing"))) for r in rows)
     dirs = {d["knob"]: DirectiveState(d["knob"], d["version"], d["value"], d["applied_version"], d["status"],
                                       d["message"]) for d in current_directives(conn, j.id)}
     last = {r.knob: r.last_ms for r in conn.execute(select(decisions.c.knob, func.max(decisions.c.created_ms).label("last_ms"))
@@ -56,6 +58,10 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                    directives=dirs, executors=j.executors, slots=j.slots,
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
                    constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms))
+
+
+def _ms_to_s(ms) -> Optional[float]:
+    return None if ms is None else ms / 1000.0
 
 
 def _wait(summary: dict) -> Optional[float]:

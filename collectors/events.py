@@ -223,7 +223,8 @@ def batch_record(progress: dict) -> dict:
         "batch_id": _int(progress.get("batchId")),
         "trigger_ms": trigger_ms,
         "batch_duration_ms": _int(progress.get("batchDuration")),
-        "durations_ms": {str(k): _int(v) for k, v in (progress.get("durationMs") or {}).items()},
+        "durations_ms": {**{str(k): _int(v) for k, v in (progress.get("durationMs") or {}).items()},
+                         **paced_durations(progress)},
         "num_input_rows": _int(progress.get("numInputRows")),
         "input_rows_per_second": rate(progress.get("inputRowsPerSecond")),
         "processed_rows_per_second": rate(progress.get("processedRowsPerSecond")),
@@ -231,6 +232,25 @@ def batch_record(progress: dict) -> dict:
         "event_time": {str(k): str(v) for k, v in (progress.get("eventTime") or {}).items()},
         "observed_metrics": observed,
     }
+
+
+def paced_durations(progress: dict) -> dict:
+    """``batchInterval`` / ``batchQueueing`` (ms) of a batch cut by a paced source
+    (``collectors.sources.paced``), read from the ``interval_ms`` / ``queueing_ms`` fields of its
+    end offset; empty for other sources."""
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, dict) and "interval_ms" in end:
+            out = {"batchInterval": _int(end.get("interval_ms"))}
+            if end.get("queueing_ms") is not None:
+                out["batchQueueing"] = _int(end.get("queueing_ms"))
+            return out
+    return {}
 
 
 _DECODER = json.JSONDecoder()

@@ -51,6 +51,8 @@ class BatchStats:
     num_input_rows: int
     input_rows_per_second: Optional[float]
     processed_rows_per_second: Optional[float]
+    interval_s: Optional[float] = None  # arrival-time span of the batch, as its paced source reports it
+    queueing_s: Optional[float] = None  # batch start − its boundary (paced source), i.e. waiting in the source
 
 
 @dataclass(frozen=True)
