@@ -52,7 +52,7 @@ Data model (units: tuples = records of the micro-batch, keys = distinct partitio
 
 Hashing: :func:`stable_hash` is CRC-32 of the key's UTF-8 bytes (``zlib.crc32``), identical to
 Spark's ``F.crc32(col.cast("string"))`` for seed 0, so the job can compute the hash fallback in
-SQL. Never use Python's ``hash()`` (salted per process; digest §8.20).
+SQL; seeds > 0 (further hash functions) mix the CRC with splitmix64. Never use Python's ``hash()`` (salted per process; digest §8.20).
 """
 from __future__ import annotations
 
@@ -75,17 +75,35 @@ class PlanError(ValueError):
 
 # -- hashing ------------------------------------------------------------------------------------
 
-def stable_hash(key: str, seed: int = 0) -> int:
-    """Process-independent 32-bit hash: ``zlib.crc32(key.encode('utf-8'), seed)``.
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
 
-    Seed 0 equals Spark's ``crc32(CAST(key AS STRING))``. Other seeds give the independent hash
-    functions of PK-d / cAM (digest §1.4)."""
-    return zlib.crc32(key.encode("utf-8"), seed)
+
+def _mix(crc: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 finaliser of crc + seed·golden, low 32 bits (uint64 arithmetic wraps)."""
+    with np.errstate(over="ignore"):
+        x = crc.astype(np.uint64) + np.uint64((seed * _GOLDEN) & _MASK64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def stable_hash(key: str, seed: int = 0) -> int:
+    """Process-independent 32-bit hash of a key.
+
+    Seed 0: ``zlib.crc32(key.encode('utf-8'))``, equal to Spark's ``crc32(CAST(key AS STRING))``.
+    Seed s > 0 (the independent hash functions of PK-d / cAM, digest §1.4): the splitmix64
+    finaliser of ``crc32 + s·0x9E3779B97F4A7C15``, low 32 bits. (CRC is affine, so CRC with
+    another initial value or prefix would only XOR a constant into equal-length keys' hashes and
+    give every key the same candidate blocks modulo a power of two.)"""
+    return int(stable_hashes([key], seed)[0])
 
 
 def stable_hashes(keys: Sequence[str], seed: int = 0) -> np.ndarray:
     """:func:`stable_hash` of every key, as an int64 array (one hash per key, not per tuple)."""
-    return np.fromiter((zlib.crc32(k.encode("utf-8"), seed) for k in keys), dtype=np.int64, count=len(keys))
+    crc = np.fromiter((zlib.crc32(k.encode("utf-8")) for k in keys), dtype=np.int64, count=len(keys))
+    return crc if seed == 0 else _mix(crc, seed)
 
 
 # -- inputs -------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ class Prompt(Partitioner):
         order = self._order(batch)
         f = prompt_blocks(batch.counts[order], partitions, self.options.zigzag_start, self.options.overflow,
                           self.options.split_above_capacity)
-        return Fragments(order[f.key], f.block, f.count)
+        return Fragments(order[f.key], f.block, f.count).merged(partitions)  # a residual placed at home joins its cut
 
     def assign_buckets(self, batch: KeyCounts, fragments: Fragments, reduce: int) -> np.ndarray:
         return bucket_allocation(batch, fragments, reduce, self._order(batch))

@@ -76,42 +76,91 @@ def prompt_blocks(counts_desc: np.ndarray, partitions: int, zigzag_start: Zigzag
     fk = [heavy, light]
     fb = [home, light_blocks]
     fc = [cut, counts[light]]
-    # phase 3: residuals, home first, then BestFit (ties → lowest id)
-    rk, rb, rc = [], [], []
-    loads = load.tolist()
-    free = sorted((max(cap - loads[b], 0), b) for b in range(P))  # (remaining capacity, block)
+    # phase 3: residuals in RList order: home first, then BestFit (ties → lowest id)
+    placer = _ResidualPlacer(load.tolist(), cap, overflow)
+    res_all = counts[heavy] - cut
+    heavy_l, home_l, res_l = heavy.tolist(), home.tolist(), res_all.tolist()
+    pos, H, chunk = 0, len(heavy), 1024
+    while pos < H:
+        # vectorised: the longest prefix of residuals that all fit in their home blocks
+        end = min(pos + chunk, H)
+        r, h = res_all[pos:end], home[pos:end]
+        loads = np.asarray(placer.loads, dtype=np.int64)
+        accepted = _fits_at_home_prefix(r, h, np.maximum(cap - loads, 0))
+        if accepted:
+            fk.append(heavy[pos:pos + accepted]); fb.append(h[:accepted]); fc.append(r[:accepted])
+            placer.reset(loads + np.bincount(h[:accepted], weights=r[:accepted], minlength=P).astype(np.int64))
+            pos += accepted
+        if accepted >= 64:
+            chunk = min(chunk * 2, 1 << 16)
+            continue
+        # then one residual at a time for a stretch (the home blocks are filling up)
+        chunk = 1024
+        for j in range(pos, min(pos + 512, H)):
+            placer.place(heavy_l[j], home_l[j], res_l[j])
+        pos = min(pos + 512, H)
+    fk.append(np.asarray(placer.key, dtype=np.int64)); fb.append(np.asarray(placer.block, dtype=np.int64))
+    fc.append(np.asarray(placer.count, dtype=np.int64))
+    return Fragments(np.concatenate(fk).astype(np.int64), np.concatenate(fb).astype(np.int64),
+                     np.concatenate(fc).astype(np.int64))
 
-    def put(b: int, key: int, n: int) -> None:
-        old = max(cap - loads[b], 0)
+
+class _ResidualPlacer:
+    """Phase 3 one residual at a time: loads as a list and a sorted (remaining capacity, block) list."""
+
+    def __init__(self, loads: list[int], cap: int, overflow: str) -> None:
+        self.cap, self.overflow = cap, overflow
+        self.key: list[int] = []
+        self.block: list[int] = []
+        self.count: list[int] = []
+        self.reset(loads)
+
+    def reset(self, loads) -> None:
+        self.loads = [int(x) for x in loads]
+        self.free = sorted((max(self.cap - x, 0), b) for b, x in enumerate(self.loads))
+
+    def _put(self, key: int, b: int, n: int) -> None:
+        free, cap, loads = self.free, self.cap, self.loads
+        del free[bisect_left(free, (max(cap - loads[b], 0), b))]
         loads[b] += n
-        del free[bisect_left(free, (old, b))]
         insort(free, (max(cap - loads[b], 0), b))
-        rk.append(key); rb.append(b); rc.append(n)
+        self.key.append(key); self.block.append(b); self.count.append(n)
 
-    residual = (counts[heavy] - cut).tolist()
-    for key, b, res in zip(heavy.tolist(), home.tolist(), residual):
+    def _most_free(self) -> tuple[int, int]:
+        top = self.free[-1][0]
+        return top, self.free[bisect_left(self.free, (top, -1))][1]  # ties → lowest id
+
+    def place(self, key: int, home: int, res: int) -> None:
         if res <= 0:
-            continue
-        rem = max(cap - loads[b], 0)
+            return
+        rem = max(self.cap - self.loads[home], 0)
         if res <= rem:
-            put(b, key, res)
-            continue
+            self._put(key, home, res)
+            return
         if rem > 0:
-            put(b, key, rem)  # "Fill b from k"
+            self._put(key, home, rem)  # "Fill b from k" (nothing if home is full)
         rest = res - rem
-        i = bisect_left(free, (rest, -1))
-        if i < len(free):
-            put(free[i][1], key, rest)  # BestFit: lowest remaining capacity that can hold the rest
-        elif overflow == "single":
-            top = free[-1][0]
-            put(free[bisect_left(free, (top, -1))][1], key, rest)
+        i = bisect_left(self.free, (rest, -1))
+        if i < len(self.free):
+            self._put(key, self.free[i][1], rest)  # BestFit: lowest remaining capacity that can hold it
+        elif self.overflow == "single":
+            self._put(key, self._most_free()[1], rest)
         else:  # spread: fill the block with the most remaining capacity, repeatedly
             while rest > 0:
-                top = free[-1][0]
-                b2 = free[bisect_left(free, (top, -1))][1]
+                top, b = self._most_free()
                 n = min(top, rest)
-                put(b2, key, n)
+                self._put(key, b, n)
                 rest -= n
-    fk.append(np.asarray(rk, dtype=np.int64)); fb.append(np.asarray(rb, dtype=np.int64))
-    fc.append(np.asarray(rc, dtype=np.int64))
-    return Fragments(np.concatenate(fk), np.concatenate(fb), np.concatenate(fc))
+
+
+def _fits_at_home_prefix(res: np.ndarray, home: np.ndarray, remaining: np.ndarray) -> int:
+    """How many leading residuals fit in their home blocks when placed one after another."""
+    order = np.argsort(home, kind="stable")
+    hs, rs = home[order], res[order]
+    cs = np.cumsum(rs)
+    starts = np.r_[0, np.nonzero(np.diff(hs))[0] + 1]
+    group_base = np.repeat(cs[starts] - rs[starts], np.diff(np.r_[starts, len(hs)]))
+    cum = np.empty_like(cs)
+    cum[order] = cs - group_base
+    ok = cum <= remaining[home]
+    return len(ok) if ok.all() else int(np.argmin(ok))
