@@ -303,6 +303,8 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
         values["slots"] = r.slots
     if r.executors is not None:
         values["executors"] = r.executors
+    if r.knob_state:
+        values["knob_state"] = dict(r.knob_state)
     if r.applied:
         apply_acks(conn, job_id, list(r.applied), now)
     if r.app_id:

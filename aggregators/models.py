@@ -50,6 +50,7 @@ jobs = Table(
     Column("master", String(256)),
     Column("executors", Integer),  # executors registered (driver excluded), as the reporter last said
     Column("not_actuatable", JSON),  # knob -> reason it cannot be actuated (e.g. "local mode")
+    Column("knob_state", JSON),  # knob -> what the job's applier reports about it (e.g. declared exchanges)
 )
 
 reporters = Table(

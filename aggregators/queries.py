@@ -46,7 +46,7 @@ def list_jobs(conn: Connection) -> list[dict]:
         d = drops.get(j.id)
         out.append({"name": j.name, "created_ms": j.created_ms, "last_report_ms": j.last_report_ms,
                     "slots": j.slots, "app_id": j.app_id, "master": j.master, "executors": j.executors,
-                    "not_actuatable": j.not_actuatable or {},
+                    "not_actuatable": j.not_actuatable or {}, "knob_state": j.knob_state or {},
                     "reporters": int(d.reporters) if d else 0,
                     "tasks_reported_total": int(d.tasks or 0) if d else 0,
                     "reporter_dropped_total": int(d.dropped or 0) if d else 0,
@@ -124,7 +124,8 @@ def template_stats(conn: Connection, job: str, windows: int = 12) -> list[dict]:
                 stats = _window_stats(moments, sums, sum(r["tasks"] for r in rows),
                                       sum(r["failed_tasks"] for r in rows), window_ms / 1000.0, p)
                 stats.update(window_start_ms=start, window_ms=window_ms, partitions=len(rows), num_tasks=num_tasks,
-                             stages=twr["stages"] if twr is not None else 0)
+                             stages=twr["stages"] if twr is not None else 0,
+                             utilization_max=max(r["run_time_ms"] for r in rows) / window_ms)
                 per_window.append(stats)
                 for n, m in moments.items():
                     summary_moments[n] = summary_moments[n].merge(m)

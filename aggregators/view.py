@@ -38,7 +38,8 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
             wait_mean_s=_wait(summary),
             max_tasks=max((w.get("num_tasks") or w["partitions"] or 0) for w in wins) or None,
             span_s=sum(w["window_ms"] for w in wins) / 1000.0,
-            busy_slots=sum(w["busy_seconds"] for w in wins) / (sum(w["window_ms"] for w in wins) / 1000.0)))
+            busy_slots=sum(w["busy_seconds"] for w in wins) / (sum(w["window_ms"] for w in wins) / 1000.0),
+            ordinal=t["ordinal"], utilization_max=_utilization_max(wins), last_seen_ms=t["last_ms"]))
     # the latest batches, also those triggered before the span that completed within it
     rows = list(reversed(conn.execute(
         select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
@@ -57,7 +58,17 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
     return JobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
                    directives=dirs, executors=j.executors, slots=j.slots,
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
-                   constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms))
+                   constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
+                   knob_state=dict(j.knob_state or {}))
+
+
+def _utilization_max(wins: list[dict]) -> Optional[float]:
+    """ρ^max over the span (Lohrmann's per-subtask peak utilization, thesis §4.7.4): the busiest
+    partition's run time per second of window, averaged over the span's windows, weighted by
+    window length. Dimensionless (fraction of one task slot)."""
+    known = [w for w in wins if w.get("utilization_max") is not None]
+    total_ms = sum(w["window_ms"] for w in known)
+    return sum(w["utilization_max"] * w["window_ms"] for w in known) / total_ms if total_ms else None
 
 
 def _ms_to_s(ms) -> Optional[float]:

@@ -61,6 +61,7 @@ class Job(_Body):
     master: Optional[str]
     executors: Optional[int]
     not_actuatable: dict[str, str]
+    knob_state: dict[str, Any]  # what the job's appliers report per knob (e.g. declared exchanges)
     reporters: int
     tasks_reported_total: int
     reporter_dropped_total: int
@@ -107,6 +108,7 @@ class WindowStats(_Body):
     partitions: Optional[int] = None  # template windows: partitions with a task finished in the window
     num_tasks: Optional[int] = None  # template windows: tasks of the largest stage run (its partition count)
     stages: Optional[int] = None  # template windows
+    utilization_max: Optional[float] = None  # template windows: ρ^max, busiest partition's run time / window
     windows: Optional[int] = None  # summaries
     span_seconds: Optional[float] = None  # summaries
 

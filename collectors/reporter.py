@@ -230,11 +230,17 @@ class Reporter:
                 live = {}
         if live.get("slots") is not None:
             self.translator.live_slots = live["slots"]
-        not_actuatable = {}
+        not_actuatable, knob_state = {}, {}
         for knob, applier in self.appliers.items():
             reason = getattr(applier, "not_actuatable", lambda: None)()
             if reason:
                 not_actuatable[knob] = reason
+            try:
+                state = getattr(applier, "state", lambda: None)()
+            except Exception as exc:  # an applier's report must never stop reporting
+                state, self.last_error = None, f"state: {exc!r}"[:500]
+            if state is not None:
+                knob_state[knob] = state
         for applier in self.appliers.values():  # converge towards applied targets (e.g. idle kills)
             try:
                 getattr(applier, "reconcile", lambda: None)()
@@ -248,7 +254,7 @@ class Reporter:
                          "orphaned_total": self.translator.orphaned, "app_id": self.app_id,
                          "master": self.master, "slots": self.translator.slots,
                          "executors": live.get("executors"), "not_actuatable": not_actuatable,
-                         "applied": acks},
+                         "applied": acks, "knob_state": knob_state},
             **body,
         }
         raw = json.dumps(report, separators=(",", ":")).encode()

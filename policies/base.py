@@ -39,6 +39,9 @@ class StageStats:
     max_tasks: Optional[int] = None  # tasks per stage run (partitions): the most slots the stage can use
     span_s: Optional[float] = None  # length of the statistics windows merged into these numbers
     busy_slots: Optional[float] = None  # busy slot-seconds per second over the span (work, whatever the parallelism)
+    ordinal: Optional[int] = None  # position of the stage within its micro-batch (topological order)
+    utilization_max: Optional[float] = None  # ρ^max: busiest partition's run time per second over the span
+    last_seen_ms: Optional[int] = None  # when a task of this stage last reported (epoch ms)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class JobView:
     not_actuatable: dict[str, str] = field(default_factory=dict)  # knob -> why it cannot be actuated
     last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
     constraints: tuple[ConstraintStats, ...] = ()
+    knob_state: dict[str, Any] = field(default_factory=dict)  # knob -> what the job's applier reports
 
     def slots_per_executor(self, configured: Optional[int] = None) -> int:
         """Task slots per executor: configured, else reported slots / executors, else 1."""
@@ -115,6 +119,9 @@ class JobView:
             return d.value
         if knob == "executors" and self.executors is not None:
             return self.executors
+        reported = self.knob_state.get(knob)
+        if d is None and isinstance(reported, dict) and "value" in reported:
+            return reported["value"]  # what the job's applier says it runs with
         return default if d is None else d.value
 
 

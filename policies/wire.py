@@ -11,6 +11,7 @@ A report is validated as a whole; any invalid field rejects the whole report.
 """
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 SCHEMA_VERSION = 1
 MAX_TASKS_PER_REPORT = 100_000
 MAX_ITEMS_PER_REPORT = 10_000
+MAX_KNOB_STATE_BYTES = 16_384
 
 NonNeg = Annotated[int, Field(ge=0)]
 Name = Annotated[str, Field(min_length=1, max_length=256)]
@@ -54,6 +56,16 @@ class ReporterInfo(_Strict):
     executors: Optional[NonNeg] = None  # executors registered, the driver excluded
     not_actuatable: dict[Knob, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
     applied: list[DirectiveAck] = Field(default_factory=list, max_length=64)
+    #: what the job's applier says about its knob, e.g. the optional exchanges it declared
+    #: (``collectors.exchanges``); JSON, at most MAX_KNOB_STATE_BYTES per knob
+    knob_state: dict[Knob, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _knob_state_small(self) -> "ReporterInfo":
+        for knob, state in self.knob_state.items():
+            if len(json.dumps(state, separators=(",", ":"))) > MAX_KNOB_STATE_BYTES:
+                raise ValueError(f"knob_state.{knob}: larger than {MAX_KNOB_STATE_BYTES} bytes of JSON")
+        return self
 
 
 class TemplateRecord(_Strict):

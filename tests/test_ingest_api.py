@@ -64,6 +64,10 @@ BAD_CASES = [
     ("finish before launch", json.dumps({**make_report(), "tasks": [
         {**make_report()["tasks"][0], "finish_ms": 1}]}).encode(), "finish_ms"),
     ("empty", b"", "body"),
+    ("oversized knob state", json.dumps({**make_report(), "reporter": {**make_report()["reporter"], "knob_state": {
+        "exchanges": {"exchanges": ["x" * 20_000]}}}}).encode(), "knob_state.exchanges"),
+    ("knob state of an unknown knob", json.dumps({**make_report(), "reporter": {**make_report()["reporter"],
+                                                   "knob_state": {"threads": 1}}}).encode(), "knob_state.threads"),
 ]
 
 
@@ -74,6 +78,21 @@ def test_bad_reports_get_400_naming_the_field_and_store_nothing(client, engine, 
     assert r.status_code == 400, r.json
     assert field in r.json["error"]
     assert row_counts(engine) == before
+
+
+def test_knob_state_is_kept_per_job(client, engine):
+    state = {"exchanges": [{"name": "spread", "partitions": 6, "removed": False, "stage": 0}],
+             "value": {"spread": "present"}}
+    rep = make_report()
+    rep["reporter"]["knob_state"] = {"exchanges": state}
+    assert post(client, json.dumps(rep).encode()).status_code == 200
+    job = client.get(f"/api/v1/jobs/{rep['job']}").json
+    assert job["knob_state"] == {"exchanges": state}
+    # a later report without knob state keeps the last one
+    rep2 = make_report(seq=2, reporter_id=rep["reporter"]["id"])
+    assert "knob_state" not in rep2["reporter"]
+    assert post(client, json.dumps(rep2).encode()).status_code == 200
+    assert client.get(f"/api/v1/jobs/{rep['job']}").json["knob_state"] == {"exchanges": state}
 
 
 def test_bad_task_late_in_a_good_report_stores_nothing(client, engine):
