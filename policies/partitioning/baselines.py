@@ -13,9 +13,10 @@ unless the batch carries an arrival order). Ties always go to the lowest block i
 - ``cam``: cardinality-aware key splitting after Katsipoulakis et al. [25]: d candidates per key;
   each tuple goes to the candidate minimising load/mean-load + cardinality-after/mean-cardinality
   (the key adds to a block's cardinality only if it is not there yet). The paper reports cAM's
-  best run over several candidate counts, so ``candidates="best"`` (default) tries d ∈ {2, 3, 4,
-  5, 8} (capped at P) and keeps the plan with the lowest MPI. The cost formula is our reading of
-  [25]; the Prompt paper does not give it.
+  best run over several candidate counts, "increasing the candidates until performance is stable
+  or degrades" (§7.1), so ``candidates="best"`` (default) tries d = 2, 3, ... (at most P and 8)
+  and stops at the first d whose MPI is not lower than the previous one, keeping the best plan.
+  The cost formula is our reading of [25]; the Prompt paper does not give it.
 """
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ def cardinality_aware_choice(arrival: np.ndarray, cand: np.ndarray, partitions: 
 
 
 class CAMOptions(PartitionerOptions):
-    candidates: Union[int, Literal["best"]] = Field("best", description="choices per key, or 'best' of 2,3,4,5,8 by MPI")
+    candidates: Union[int, Literal["best"]] = Field("best", description="choices per key, or 'best': raise from 2 while MPI improves")
 
 
 @register
@@ -157,7 +158,7 @@ class CAM(Partitioner):
     description = "cardinality-aware key splitting (Katsipoulakis et al.), best candidate count by MPI"
     Options = CAMOptions
     needs_arrival = True
-    TRIED = (2, 3, 4, 5, 8)
+    MAX_CANDIDATES = 8
 
     def _with(self, batch: KeyCounts, partitions: int, d: int) -> Fragments:
         arrival = batch.arrival_order()
@@ -171,11 +172,12 @@ class CAM(Partitioner):
         if self.options.candidates != "best":
             return self._with(batch, partitions, int(self.options.candidates))
         best, best_mpi = None, None
-        for d in sorted({min(d, partitions) for d in self.TRIED}):
+        for d in range(2, max(2, min(partitions, self.MAX_CANDIDATES)) + 1):
             f = self._with(batch, partitions, d)
             loads = np.bincount(f.block, weights=f.count, minlength=partitions)
             value = mpi(imbalance(loads), imbalance(np.bincount(f.block, minlength=partitions)),
                         ksr(len(f.key), batch.num_keys))
-            if best_mpi is None or value < best_mpi:
-                best, best_mpi = f, value
+            if best_mpi is not None and value >= best_mpi:
+                break  # stable or worse: stop raising the candidate count
+            best, best_mpi = f, value
         return best
