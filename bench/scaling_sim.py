@@ -212,6 +212,20 @@ class SimResult:
     duration_s: float
     unprocessed_rows: int
     holds: int  # scale-up holds entered after ineffective scale-ups
+    spans: list["SpanTruth"] = field(default_factory=list)  # the constraint per span (Eq. 4.1), ground truth
+
+
+@dataclass(frozen=True)
+class SpanTruth:
+    """The true mean latency (s) of the rows that *entered* the job in one constraint span
+    ``[start_s, start_s + span)`` (thesis Eq. 4.1: D_t = the items entering S during the span).
+    ``pending_rows`` of them were not processed by the end of the run; their latency counts as its
+    lower bound, end of run − arrival (so a run that falls behind at the end is not flattered)."""
+
+    start_s: float
+    rows: float
+    latency_s: float
+    pending_rows: float = 0.0
 
 
 @dataclass
@@ -225,6 +239,7 @@ class _Running:
     boundary: int  # next trigger boundary after start
     submitted: int = 0  # stage submission (ms)
     tasks: "_Tasks | None" = None
+    joins: tuple[float, ...] = ()  # slots that joined the running stage (s from submission)
 
 
 @dataclass
@@ -256,12 +271,14 @@ class _Window:
     makespan: Moments = Moments()
 
 
-def list_schedule(service: np.ndarray, slots: int) -> tuple[np.ndarray, np.ndarray]:
-    """(launch, finish) of tasks run in order, each on the slot that frees first (s from submission)."""
+def list_schedule(service: np.ndarray, slots: int, later: tuple[float, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(launch, finish) of tasks run in order, each on the slot that frees first (s from submission).
+    ``later``: slots that join at these times (s from submission; executors registering while the
+    stage runs), at most ``len(service)`` slots in all."""
     n = len(service)
     if slots >= n:
         return np.zeros(n), service.astype(float)
-    free = [0.0] * slots
+    free = sorted([0.0] * slots + sorted(later)[:n - slots])
     launch = np.empty(n)
     for i, d in enumerate(service.tolist()):
         t = free[0]
@@ -363,7 +380,29 @@ class Simulation:
         if self.s.running:  # finish the batch in flight so its latency counts
             self.batches.append(self._record(self.s.running))
         return SimResult(self.batches, self.actions, self.timeline, self.s.exec_ms / 1000.0, self.D / 1000.0,
-                         self.arrived(self.D) - self.arrived(self.s.cut), self.holds)
+                         self.arrived(self.D) - self.arrived(self.s.cut), self.holds, self.span_truth())
+
+    def span_truth(self) -> list[SpanTruth]:
+        """Per constraint span (``constraint_span_s``, aligned on t = 0): the exact mean latency of the
+        rows arriving in it. Rows are taken per 10 ms grid cell at the cell's midpoint τ; a cell
+        belongs to the first batch starting at or after τ (batches hold the rows of (cut, start]) and
+        each of its rows has latency = that batch's end − τ (error ≤ 5 ms per row). Spans without
+        arrivals are absent."""
+        rows = np.diff(self._cum)
+        mid = (self._grid[:-1] + GRID_MS / 2) / 1000.0
+        starts = np.array([b.start_s for b in self.batches])
+        ends = np.array([b.end_s for b in self.batches])
+        k = np.searchsorted(starts, mid, side="left")
+        done = k < len(starts)
+        lat = np.where(done, ends[np.minimum(k, len(starts) - 1)] if len(starts) else 0.0, self.D / 1000.0) - mid
+        span = self.p.constraint_span_s
+        idx = np.floor(mid / span + 1e-9).astype(np.int64)
+        n = int(idx.max()) + 1 if len(idx) else 0
+        total = np.bincount(idx, weights=rows, minlength=n)
+        weighted = np.bincount(idx, weights=rows * lat, minlength=n)
+        pending = np.bincount(idx, weights=rows * ~done, minlength=n)
+        return [SpanTruth(i * span, float(total[i]), float(weighted[i] / total[i]), float(pending[i]))
+                for i in range(n) if total[i] > 0]
 
     # -- batches ----------------------------------------------------------------------------
     def _start_batch(self, t: int) -> None:
@@ -432,7 +471,7 @@ class Simulation:
         w = self._window(r.end - r.end % self.p.window_ms)
         w.stages += 1
         w.max_num_tasks = max(w.max_num_tasks, self.p.partitions)
-        w.max_slots = max(w.max_slots, r.executors * self.p.cores_per_executor)
+        w.max_slots = max(w.max_slots, min(self.p.partitions, r.executors * self.p.cores_per_executor + len(r.joins)))
         w.launch = w.launch.merge(Moments.of(np.diff(launches) / 1000.0))
         w.makespan = w.makespan.merge(Moments.of([(r.end - r.submitted) / 1000.0]))
 
@@ -454,9 +493,34 @@ class Simulation:
 
     # -- executors --------------------------------------------------------------------------
     def _arrive(self, t: int) -> None:
-        self.s.registered += sum(c for a, c in self.s.requests if a <= t)
+        joined = sum(c for a, c in self.s.requests if a <= t)
+        self.s.registered += joined
         self.s.requests = [[a, c] for a, c in self.s.requests if a > t]
+        if self.s.running is not None and joined:
+            self._join_running(t, joined)
         self._check_applied(t)
+
+    def _join_running(self, t: int, joined: int) -> None:
+        """Executors registering while a stage runs take its pending tasks at once (Spark's scheduler
+        backend offers a registering executor's cores to the running task sets, ``makeOffers``): the
+        stage is rescheduled with the new slots free from ``t`` on. Launches before ``t`` do not change
+        (each took a slot that freed before ``t``), so the tasks already folded stay as they were."""
+        r, p = self.s.running, self.p
+        if t >= r.end:
+            return
+        r.joins = r.joins + (((t - r.submitted) / 1000.0,) * (joined * p.cores_per_executor))
+        k = r.tasks
+        order = np.argsort(k.partition)
+        service, rows, part = k.service_s[order], k.rows[order], k.partition[order]
+        launch, finish = list_schedule(service, p.slots(r.executors), r.joins)
+        launch_ms = r.submitted + np.round(1000 * launch).astype(np.int64)
+        finish_ms = r.submitted + np.round(1000 * finish).astype(np.int64)
+        launched = k.launch_ms[order] <= t  # same schedule; keep their ms exactly as folded
+        launch_ms = np.where(launched, k.launch_ms[order], launch_ms)
+        finish_ms = np.where(launched, k.finish_ms[order], finish_ms)
+        r.end = max(int(finish_ms.max()), r.submitted + 1)
+        by = np.argsort(finish_ms, kind="stable")
+        r.tasks = _Tasks(part[by], launch_ms[by], finish_ms[by], service[by], rows[by], k.folded)
 
     def _set_target(self, t: int, new: int) -> None:
         s = self.s

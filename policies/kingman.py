@@ -50,6 +50,7 @@ from policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
 from policies.safety import SafetyConfig
 from policies.threshold import trigger_interval_s
+from policies.utilization_target import arrival_rate, true_rate_per_slot
 
 
 class KingmanConfig(SafetyConfig):
@@ -64,6 +65,16 @@ class KingmanConfig(SafetyConfig):
     warmup_windows: int = Field(2, ge=1, description="Statistics windows with data needed before deciding")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
     slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
+    bulk_arrivals: bool = Field(True, description="c_A of a stage from its bulk task arrivals (tasks per slot − 1), "
+                                                  "not from launch interarrival; see bulk_arrival_cv")
+    scale_down_margin: float = Field(0.1, ge=0, lt=1, description="Scale down only when, one executor fewer, "
+                                                                  "latency ≤ (1 − this)·bound and utilization ≤ "
+                                                                  "max_utilization − this; 0: off")
+    latest_window_bottleneck: bool = Field(True, description="Also a bottleneck: a stage busy ≥ bottleneck_utilization "
+                                                              "in its latest statistics window (thesis: the last adjustment "
+                                                              "interval)")
+    arrival_utilization: bool = Field(True, description="ρ from the source's arrival rate × per-record service "
+                                                        "(can exceed 1 under overload); see arrival_rho")
 
     @model_validator(mode="after")
     def _clamp(self):
@@ -72,21 +83,62 @@ class KingmanConfig(SafetyConfig):
         return self
 
 
-def vertex_model(stage: StageStats, cfg: KingmanConfig) -> Optional[VertexModel]:
-    """The G/G/1 model of one stage (see the module docstring), or None without enough data."""
+def bulk_arrival_cv(tasks_per_run: int, parallelism: int) -> float:
+    """c_A of one slot's task arrivals when every task of a stage run arrives at once (dimensionless).
+
+    Spark submits all N tasks of a stage together, so each of the p slots receives b = N/p tasks in
+    one bulk per stage run: an interarrival sequence of b − 1 zeros and one gap, whose squared CV is
+    exactly b − 1 (mean g/b, second moment g²/b). The digest notes this for records (§11.3: "record-
+    level c_A² ≈ batchSize − 1"); it holds for tasks as well. The launch interarrival the aggregators
+    measure is the *departure* process of the slot queue (tasks start as slots free up), nearly
+    regular, so it makes Kingman miss the measured slot wait by ~two orders of magnitude and the
+    fitted e_v hit its clamp; with the bulk c_A, e_v ≈ 1 (measured in the bench: see the notes).
+    Extension of the thesis (§4.6.2 assumes per-item arrivals); ``bulk_arrivals=False`` restores the
+    measured CV. Thesis-literal, c_A is held at its value at the current p when predicting p*."""
+    b = max(tasks_per_run / max(parallelism, 1), 1.0)
+    return math.sqrt(b - 1.0)
+
+
+def arrival_rho(view: JobView, stage: StageStats, first: StageStats) -> Optional[float]:
+    """ρ_v = S̄_v/Ā_v with Ā_v from the *source's* arrival rate (thesis §4.6.2: Ā is measured at the
+    input of v; digest §5.4: under a bottleneck ρ > 1 "before queues fill"), per slot and dimensionless.
+
+    ``(arrival rate × records_v/records_first) × busy slot-seconds per record / p``: the arrival rate is
+    ``policies.utilization_target.arrival_rate`` (Σ rows / Σ trigger gaps of the recent batches — the
+    source's rate even while batches overrun), the busy time per record that of the stage's latest
+    window (its true processing rate, DS2). The busy fraction the aggregators report saturates at 1
+    under overload and, averaged over the span, lags a rate step by the span; this one does neither.
+    None when the stage reports no records or no batch has a rate (the busy fraction is used then)."""
+    tpr = true_rate_per_slot(stage)
+    rate = arrival_rate(view)
+    if tpr is None or rate is None or not first.records_in_per_second:
+        return None
+    return rate * stage.records_in_per_second / first.records_in_per_second / (tpr * stage.parallelism)
+
+
+def vertex_model(stage: StageStats, cfg: KingmanConfig, rho: Optional[float] = None) -> Optional[VertexModel]:
+    """The G/G/1 model of one stage (see the module docstring), or None without enough data.
+    ``rho``: the utilization at the current parallelism when the caller measured it from arrivals
+    (:func:`arrival_rho`); else the busy fraction over the span."""
     if not stage.parallelism or not stage.service_mean_s or stage.utilization is None:
         return None
     # the work over the whole span at the current parallelism, not the latest window alone (a window
     # holds a whole number of micro-batches, so single windows swing with the trigger phase) and not
     # a mean of window utilizations (windows before a scaling action had another parallelism)
-    if stage.busy_slots is not None:
+    if rho is not None:
+        rho = max(rho, 1e-9)
+    elif stage.busy_slots is not None:
         rho = max(stage.busy_slots / stage.parallelism, 1e-9)
     else:
         windows = stage.utilization_windows or (stage.utilization,)
         rho = max(sum(windows) / len(windows), 1e-9)
     p_max = max(stage.max_tasks or stage.parallelism, stage.parallelism)
+    if cfg.bulk_arrivals and stage.max_tasks:
+        c_a = bulk_arrival_cv(stage.max_tasks, stage.parallelism)
+    else:
+        c_a = stage.arrival_cv if stage.arrival_cv is not None else 1.0
     return VertexModel(p=stage.parallelism, S=stage.service_mean_s, A=stage.service_mean_s / rho,
-                       cA=stage.arrival_cv if stage.arrival_cv is not None else 1.0,
+                       cA=c_a,
                        cS=stage.service_cv if stage.service_cv is not None else 1.0,
                        p_max=p_max, w=stage.wait_mean_s, l=stage.service_mean_s,
                        e_clamp=(cfg.e_clamp_low, cfg.e_clamp_high), key=stage.key)
@@ -113,16 +165,24 @@ class KingmanPolicy(Policy):
         return statistics.fmean(recent) / interval if recent and interval else None
 
     def _constraint_models(self, view: JobView, c: ConstraintStats, cfg: KingmanConfig):
-        """``(models, fixed latency s)`` of one constraint, or None before warm-up / without data."""
+        """``(models, fixed latency s)`` of one constraint, or None before warm-up / without data; the
+        fixed latency is None while the constraint has no measurement yet (a bottleneck needs none)."""
         stages = self._stages(view, c)
-        if (c.latency_s is None or not stages
+        if (not stages
                 or any(len(s.utilization_windows) < cfg.warmup_windows for s in stages)):
             return None
-        models = [vertex_model(s, cfg) for s in stages]
+        first = view.stages[0]
+        models = [vertex_model(s, cfg, arrival_rho(view, s, first) if cfg.arrival_utilization else None)
+                  for s in stages]
         if any(m is None for m in models):
             return None
+        if c.latency_s is None:
+            return models, None
         queue_now = sequence_wait(models, [m.p for m in models])
-        return models, c.latency_s - (queue_now if math.isfinite(queue_now) else 0.0)
+        if not math.isfinite(queue_now):
+            return models, None  # ρ ≥ 1 somewhere: the model cannot split the latency (a bottleneck)
+        # never below 0: with a clamped e_v the model's wait at p is not the measured one
+        return models, max(0.0, c.latency_s - (queue_now if math.isfinite(queue_now) else 0.0))
 
     def plan(self, view: JobView, cfg: KingmanConfig) -> Optional[dict]:
         """Slots and executors each constraint needs (Algorithm 8 with the Spark objective); None
@@ -140,8 +200,12 @@ class KingmanPolicy(Policy):
             # scale-up while a long batch is still running
             slots_now = max(max(m.p for m in models), (view.current("executors") or 0) * spe)
             rhos = [m.utilization for m in models]
+            if cfg.latest_window_bottleneck:
+                rhos += [s.utilization for s in self._stages(view, c) if s.utilization is not None]
             bottleneck = max(rhos) >= cfg.bottleneck_utilization or (
                 c.vertices is None and query_rho is not None and query_rho >= cfg.bottleneck_utilization)
+            if not bottleneck and fixed is None:
+                return None  # Rebalance needs the measured latency
             if bottleneck:  # Eq. 4.12 on the shared pool: at least double
                 rho = max(rhos + ([query_rho] if query_rho is not None else []))
                 slots = min(max(m.p_max for m in models), max(2 * slots_now, math.ceil(2 * slots_now * rho - 1e-9)))
@@ -163,12 +227,29 @@ class KingmanPolicy(Policy):
                 "query_load": query_rho, "slots_per_executor": spe, "models": models_by_name}
 
     @staticmethod
-    def predict(models, fixed: float, executors: int, spe: int) -> tuple[Optional[float], float]:
+    def predict(models, fixed: Optional[float], executors: int, spe: int) -> tuple[Optional[float], float]:
         """Predicted mean latency (s; None when a stage would be unstable) and the highest stage
         utilization with ``executors`` executors of ``spe`` slots."""
         p = [min(executors * spe, m.p_max) for m in models]
         queue = sequence_wait(models, p)
-        return (fixed + queue if math.isfinite(queue) else None), max(m.rho(pi) for m, pi in zip(models, p, strict=True))
+        known = fixed is not None and math.isfinite(queue)
+        return (fixed + queue if known else None), max(m.rho(pi) for m, pi in zip(models, p, strict=True))
+
+    def _scale_down_safe(self, plan: dict, target: int, cfg: KingmanConfig) -> bool:
+        """Hysteresis of a one-executor scale-down (extension; ``scale_down_margin`` m): at ``target``
+        every constraint's predicted latency must be ≤ (1 − m)·ℓ and every stage's utilization ≤
+        max_utilization − m. Rebalance alone lands on the edge of its floor or budget, so measurement
+        noise flips the next plan back up (an oscillation by one executor, measured in the bench)."""
+        m = cfg.scale_down_margin
+        if m <= 0:
+            return True
+        spe = plan["slots_per_executor"]
+        for name, (models, fixed) in plan["models"].items():
+            latency, rho = self.predict(models, fixed, target, spe)
+            bound = plan["constraints"][name]["bound_s"]
+            if latency is None or latency > (1 - m) * bound or rho > cfg.max_utilization - m:
+                return False
+        return True
 
     def evaluate(self, view: JobView, config: KingmanConfig) -> list[Proposal]:
         current = view.current("executors")
@@ -181,6 +262,8 @@ class KingmanPolicy(Policy):
             if any(c["bottleneck"] for c in cons.values()):
                 return []  # never release executors while a stage or the query is a bottleneck
             target = current - 1  # scale-downs one by one (thesis §4.6.4)
+            if not self._scale_down_safe(plan, target, config):
+                return []
         if target == current or not hysteresis_ok(current, target, config.min_relative_change):
             return []
         spe = plan["slots_per_executor"]
@@ -207,7 +290,14 @@ class KingmanPolicy(Policy):
             first = min(view.constraints, key=lambda c: c.name)
             if first.latency_s is not None:
                 out["latency_s"] = first.latency_s
-        stages = [s.utilization for s in view.stages if s.utilization is not None]
+        # the quantity the prediction is in: arrival-based ρ when known (the busy fraction stays high
+        # while added executors drain a backlog, which would judge an effective scale-up ineffective)
+        first = view.stages[0] if view.stages else None
+        stages = []
+        for s in view.stages:
+            rho = arrival_rho(view, s, first) if config.arrival_utilization else None
+            stages.append(rho if rho is not None else s.utilization)
+        stages = [x for x in stages if x is not None]
         if stages:
             out["utilization"] = max(stages)
         return out

@@ -89,6 +89,14 @@ def arrival_rate(view: JobView) -> Optional[float]:
     return sum(b.num_input_rows for b in recent) / gaps if gaps > 0 else None
 
 
+def true_rate_per_slot(s: StageStats) -> Optional[float]:
+    """DS2's true processing rate of one slot of stage ``s``: records per busy slot-second over its
+    latest statistics window (records_in_per_second / (utilization · parallelism)); None when unknown."""
+    if not (s.parallelism and s.utilization and s.records_in_per_second):
+        return None
+    return s.records_in_per_second / (s.utilization * s.parallelism)
+
+
 class UtilizationTargetPolicy(Policy):
     name = "utilization-target"
     knobs = ("executors",)
@@ -111,7 +119,7 @@ class UtilizationTargetPolicy(Policy):
             rate = first
         stages = {}
         for s in view.stages:
-            stages[s.key] = {"tpr_per_slot": s.records_in_per_second / (s.utilization * s.parallelism),
+            stages[s.key] = {"tpr_per_slot": true_rate_per_slot(s),
                              "target_rate": rate * s.records_in_per_second / first,
                              "max_tasks": s.max_tasks}
         return {"target_rate": rate, "stages": stages}
