@@ -1,0 +1,132 @@
+"""The foreachBatch helper on real Spark (local mode): results equal groupBy, placement equals the plan."""
+import numpy as np
+import pytest
+
+from collectors.partition_plan import PlanRunner, placement_for, realize, tag_blocks
+from policies.partitioning.base import KeyCounts
+from policies.partitioning.registry import get_partitioner
+
+AGGS = {"n": ("count", None), "nv": ("count", "v"), "s": ("sum", "v"), "mn": ("min", "v"), "mx": ("max", "v"),
+        "avg": ("mean", "d"), "sd": ("sum", "d")}
+
+
+def expected(df):
+    from pyspark.sql import functions as F
+
+    return df.groupBy("k").agg(F.count(F.lit(1)).alias("n"), F.count("v").alias("nv"), F.sum("v").alias("s"),
+                               F.min("v").alias("mn"), F.max("v").alias("mx"), F.avg("d").alias("avg"),
+                               F.sum("d").alias("sd"))
+
+
+def check_batch(out, df):
+    from pyspark.sql import functions as F
+
+    got = {r["k"]: r.asDict() for r in out.result.collect()}
+    exp = {r["k"]: r.asDict() for r in expected(df).collect()}
+    assert got.keys() == exp.keys()
+    for k, e in exp.items():
+        g = got[k]
+        assert [g[c] for c in ("n", "nv", "s", "mn", "mx")] == [e[c] for c in ("n", "nv", "s", "mn", "mx")], k
+        for c in ("avg", "sd"):
+            assert (g[c] is None) == (e[c] is None) and (e[c] is None or g[c] == pytest.approx(e[c], rel=1e-12)), (k, c)
+    observed = dict(out.blocks.groupBy(F.spark_partition_id().alias("p")).count().collect())
+    assert [observed.get(b, 0) for b in range(out.plan.partitions)] == out.plan.block_loads().tolist()
+    assert out.blocks.rdd.getNumPartitions() == out.plan.partitions
+
+
+def skewed_rows(seed, n=4000, keys=200, z=1.6):
+    rng = np.random.default_rng(seed)
+    k = (rng.zipf(z, n) % keys).tolist()
+    v = rng.integers(-100, 100, n).tolist()
+    rows = []
+    for i, (kk, vv) in enumerate(zip(k, v)):
+        key = None if i % 997 == 5 else int(kk)  # a few null keys
+        val = None if i % 101 == 7 else int(vv)  # and null values
+        rows.append((key, val, None if val is None else val / 7.0))
+    return rows
+
+
+@pytest.mark.spark
+def test_single_batch_prompt_and_hash(spark):
+    df = spark.createDataFrame(skewed_rows(1), "k long, v long, d double").repartition(3)
+    for name in ("prompt", "hash", "pk5"):
+        runner = PlanRunner("k", AGGS, partitioner=name, partitions=4, reduce=3, source="batch")
+        out = runner.apply(df, 0)
+        try:
+            check_batch(out, df)
+            if name == "prompt":
+                assert out.metrics.max_mean_load <= 1.01 and out.plan.split_keys()
+        finally:
+            out.close()
+
+
+@pytest.mark.spark
+def test_streaming_batches_with_plans_from_earlier_batches(spark, tmp_path):
+    """Plan of batch n = Prompt on the counts of batch n−1 (sent as a directive), realized on batch n."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(4):
+        spark.createDataFrame(skewed_rows(10 + i), "k long, v long, d double").repartition(2) \
+            .write.parquet(str(src / f"b{i}"))
+    stream = (spark.readStream.schema("k long, v long, d double").option("maxFilesPerTrigger", 2)
+              .option("recursiveFileLookup", "true").parquet(str(src)))
+    runner = PlanRunner("k", AGGS, partitioner="prompt", partitions=4, reduce=2, source="directive")
+    seen, errors = [], []
+
+    def run_batch(df, batch_id):
+        try:
+            out = runner.apply(df, batch_id)
+            try:
+                check_batch(out, df)
+                seen.append((batch_id, out.source, out.metrics.max_mean_load))
+                # the control plane's role: plan the next batch from this batch's statistics
+                nxt = get_partitioner("prompt").plan(out.counts, 4 + (batch_id % 2), 2)
+                assert runner.applier(nxt.to_dict())[0] == "applied"
+            finally:
+                out.close()
+        except Exception as exc:  # surface assertion errors from the streaming thread
+            errors.append(exc)
+
+    q = stream.writeStream.foreachBatch(run_batch).trigger(availableNow=True) \
+        .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    q.awaitTermination(600)
+    if errors:
+        raise errors[0]
+    assert len(seen) >= 3
+    assert seen[0][1] == "batch" and all(s == "directive" for _, s, _ in seen[1:])
+    assert runner.history[-1]["key_counts"] and runner.history[-1]["block_loads"]
+
+
+def test_realize_scales_planned_fragments_and_hashes_new_keys():
+    plan = get_partitioner("prompt").plan(KeyCounts.from_mapping(dict(A=22, B=19, C=13, D=10, E=9, F=8, G=7, H=5, I=4, J=3)), 4)
+    batch = KeyCounts.from_mapping(dict(A=44, C=13, Z=5))
+    r = realize(plan.to_dict(), batch)
+    assert r.blocks_of("A") == [(0, 30), (3, 14)]  # 15:7 scaled to 44
+    assert r.blocks_of("C") == [(2, 13)]
+    assert len(r.blocks_of("Z")) == 1 and r.total == 62
+
+
+def test_tag_blocks_is_exact_across_partitions_and_arrow_batches():
+    batch = KeyCounts.from_mapping(dict(A=22, B=19, C=13, D=10, E=9, F=8, G=7, H=5, I=4, J=3))
+    plan = get_partitioner("prompt").plan(batch, 4)
+    rows = np.repeat(np.array(batch.keys, dtype=object), batch.counts)
+    np.random.default_rng(0).shuffle(rows)
+    parts = np.array_split(rows, 3)
+    per_partition = [(pid, k, int((p == k).sum())) for pid, p in enumerate(parts) for k in batch.keys if (p == k).any()]
+    placement = placement_for(plan, per_partition)
+    loads = np.zeros(4, dtype=np.int64)
+    for pid, p in enumerate(parts):
+        seen = np.zeros(len(placement.split_base), dtype=np.int64)
+        for chunk in np.array_split(p, 4):  # several Arrow batches per partition
+            np.add.at(loads, tag_blocks(chunk, placement, pid, seen), 1)
+    assert loads.tolist() == plan.block_loads().tolist()
+
+
+def test_applier_refuses_bad_directives():
+    runner = PlanRunner("k", {"n": ("count", None)})
+    assert runner.applier("x")[0] == "failed"
+    assert runner.applier({"partitions": 0, "reduce": 1})[0] == "failed"
+    assert runner.applier({"partitions": 2, "reduce": 1, "assignment": {"a": {"blocks": [[0, 0]], "bucket": 0}}})[0] == "failed"
+    assert runner.applier({"partitions": 3, "reduce": 2})[0] == "applied" and runner.partitions == 3
+    with pytest.raises(ValueError, match="aggs.x"):
+        PlanRunner("k", {"x": ("median", "v")})
