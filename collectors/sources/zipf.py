@@ -76,6 +76,28 @@ class RowRange:
     last: int   # end row of the whole micro-batch
 
 
+def zipf_record_batch(r: RowRange, keys: int, skew: float, seed: int):
+    """The rows of one partition as a pyarrow RecordBatch (columns of ``SCHEMA``)."""
+    import pyarrow as pa
+
+    ranks, values = zipf_ranks(r.start, r.end, keys, skew, seed)
+    idx = np.arange(r.start, r.end, dtype=np.float64)
+    span = max(1, r.last - r.first)
+    ts_ms = r.t0_ms + (idx - r.first + 1) * (r.t1_ms - r.t0_ms) / span
+    key_names = np.char.add("k", ranks.astype(str))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(key_names, pa.string()), pa.array(values, pa.int64()),
+         pa.array((ts_ms * 1000).astype(np.int64), pa.timestamp("us", tz="UTC"))],
+        names=["key", "value", "event_time"],
+    )
+
+
+def row_ranges(start_rows: int, end_rows: int, t0_ms: int, t1_ms: int, parts: int) -> list[RowRange]:
+    """Split rows [start, end) into ``parts`` contiguous input partitions."""
+    bounds = np.linspace(start_rows, end_rows, parts + 1).astype(np.int64)
+    return [RowRange(int(bounds[i]), int(bounds[i + 1]), t0_ms, t1_ms, start_rows, end_rows) for i in range(parts)]
+
+
 def _source_classes():
     """Built lazily so that importing this module never needs pyspark."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -127,27 +149,11 @@ def _source_classes():
             return {"rows": max(target, start_rows), "t_ms": int(now * 1000)}
 
         def partitions(self, start: dict, end: dict):
-            s, e = int(start["rows"]), int(end["rows"])
-            bounds = np.linspace(s, e, self.num_partitions + 1).astype(np.int64)
-            return [
-                ZipfPartition(RowRange(int(bounds[i]), int(bounds[i + 1]), int(start["t_ms"]), int(end["t_ms"]), s, e))
-                for i in range(self.num_partitions)
-            ]
+            return [ZipfPartition(r) for r in row_ranges(int(start["rows"]), int(end["rows"]), int(start["t_ms"]),
+                                                           int(end["t_ms"]), self.num_partitions)]
 
         def read(self, partition) -> Iterator:
-            import pyarrow as pa
-
-            r: RowRange = partition.rng
-            ranks, values = zipf_ranks(r.start, r.end, self.keys, self.skew, self.seed)
-            idx = np.arange(r.start, r.end, dtype=np.float64)
-            span = max(1, r.last - r.first)
-            ts_ms = r.t0_ms + (idx - r.first + 1) * (r.t1_ms - r.t0_ms) / span
-            keys = np.char.add("k", ranks.astype(str))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(keys, pa.string()), pa.array(values, pa.int64()),
-                 pa.array((ts_ms * 1000).astype(np.int64), pa.timestamp("us", tz="UTC"))],
-                names=["key", "value", "event_time"],
-            )
+            yield zipf_record_batch(partition.rng, self.keys, self.skew, self.seed)
 
         def commit(self, end: dict) -> None:
             pass
