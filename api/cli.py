@@ -141,6 +141,7 @@ def stats(job: str, endpoint: str, windows: int, as_json: bool) -> None:
 
 from api import cli_extra  # noqa: E402,F401  (registers demo, dashboards and bench commands)
 from api import cli_plan  # noqa: E402,F401  (registers plan and bench partitioners / spark-skew)
+from api import cli_batch  # noqa: E402,F401  (registers bench batch-sizing)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -219,3 +219,25 @@ def test_summary_static_sweep_and_pid():
     assert static_bad.unstable_fraction == 1 and static_bad.mean_latency_s > 2 * good.mean_latency_s
     pid = run(w, PidRate(0.4))
     assert pid.final_backlog_rows > 0 and pid.mean_latency_s > good.mean_latency_s
+
+
+def test_bench_cli_tiny_run_and_bad_input(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from api.cli import main
+
+    r = CliRunner().invoke(main, ["bench", "batch-sizing", "--horizon", "30", "--out-dir", str(tmp_path), "--no-plot"])
+    assert r.exit_code == 0, r.output
+    assert "fixed-point" in r.output and "best static" in r.output
+    body = json.loads((tmp_path / "batch_sizing.json").read_text())
+    names = {row["workload"] for row in body["results"]}
+    assert {"linear-step", "superlinear-sine"} <= names
+    for res in body["results"]:
+        best = [row for row in res["rows"] if row["best_static"]]
+        assert len(best) == 1 and best[0]["ratio"] == 1.0
+        # the best static interval in hindsight is no worse than any static interval of the sweep
+        assert best[0]["mean_latency_s"] == min(m for _, m, _ in res["static_sweep"])
+    bad = CliRunner().invoke(main, ["bench", "batch-sizing", "--noise", "-1"])
+    assert bad.exit_code != 0 and "--noise" in bad.output
