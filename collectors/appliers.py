@@ -33,6 +33,8 @@ class ExecutorApplier:
         return "local mode" if self.sc.master.startswith("local") else None
 
     def executor_ids(self) -> list[str]:
+        if self.not_actuatable():  # local mode has no executors to list (and Spark warns on every call)
+            return []
         ids = self.jsc.getExecutorIds()
         return [ids.apply(i) for i in range(ids.size())]
 

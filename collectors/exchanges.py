@@ -106,7 +106,7 @@ class OptionalExchanges:
                 with self._lock:
                     if self._described is not None and self._described[0] == run_id:
                         return self._described[1]
-                execution = query._jsq.lastExecution()
+                execution = query._jsq.streamingQuery().lastExecution()
                 plan = execution.executedPlan() if execution is not None else None
             except Exception as exc:  # the query may be stopping or restarting
                 log.debug("executed plan: %r", exc)
