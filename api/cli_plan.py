@@ -48,8 +48,11 @@ def format_plan(plan, metrics) -> str:
               help="Arrival order for per-tuple partitioners: grouped by key in file order, or shuffled.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the shuffled arrival order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and its metrics as JSON.")
+@click.option("--previous", "previous_path", default=None, type=click.Path(dir_okay=False),
+              help="Routing tables (mixed, mintable, minmig): JSON with the previous window's counts and table "
+                   "(or an earlier plan's --json output); migration cost is reported against it.")
 def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, options, arrival: str, seed: int,
-                 as_json: bool) -> None:
+                 as_json: bool, previous_path) -> None:
     """Partition key counts with ALGORITHM (prompt, hash, shuffle, time, pk2, pk5, cam, ...).
 
     Prints the assignment (key → blocks with tuple counts, Reduce bucket per key), the tuples per
@@ -61,6 +64,9 @@ def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, opt
 
     try:
         partitioner = get_partitioner(algorithm, **parse_options(options))
+        if previous_path:
+            from policies.partitioning.routing_plan import apply_previous
+            apply_previous(partitioner, previous_path)
         try:
             batch = read_counts(counts_path)
         except OSError as exc:
@@ -71,10 +77,13 @@ def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, opt
     except PlanError as exc:
         raise click.ClickException(str(exc)) from None
     metrics = plan_metrics(plan)
+    extra = partitioner.report() if hasattr(partitioner, "report") else {}
     if as_json:
-        click.echo(json.dumps({**plan.to_dict(), "metrics": metrics.to_dict(), "arrival": arrival}))
+        click.echo(json.dumps({**plan.to_dict(), "metrics": metrics.to_dict(), "arrival": arrival, **extra}))
     else:
         click.echo(format_plan(plan, metrics))
+        for name, value in extra.items():
+            click.echo(f"{name}: {json.dumps(value)}")
 
 
 from api.cli_extra import bench  # noqa: E402  (the bench group)
@@ -112,4 +121,30 @@ def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, se
     write_report(report, out)
     plot_report(report, plot)
     click.echo(format_table(report))
+    click.echo(f"wrote {out} and {plot}")
+
+
+@bench.command("spark-skew")
+@click.option("--batches", default=6, show_default=True, type=click.IntRange(2), help="Micro-batches per partitioner (the first is warm-up).")
+@click.option("--rows", default=200_000, show_default=True, type=click.IntRange(1), help="Rows per micro-batch.")
+@click.option("--z", default=1.5, show_default=True, type=click.FloatRange(0), help="Zipf exponent of the keys.")
+@click.option("--keys", default=10_000, show_default=True, type=click.IntRange(1), help="Key support.")
+@click.option("--cores", default=None, type=click.IntRange(1), help="Task slots, local[cores] (default: all cores).")
+@click.option("--partitions", default=None, type=click.IntRange(1), help="Map blocks P (default: cores).")
+@click.option("--work", default="cpu", show_default=True, type=click.Choice(["cpu", "wait"]),
+              help="Per-record Map work: CPU-bound Python UDF, or a latency-bound wait per record.")
+@click.option("--work-loops", default=300, show_default=True, type=click.IntRange(1), help="Iterations per record (cpu).")
+@click.option("--work-us", default=20.0, show_default=True, type=click.FloatRange(0), help="Microseconds per record (wait).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/spark_skew.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False))
+def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops, work_us, seed, out, plot) -> None:
+    """Batch processing time of a real Spark streaming job under skew: hash vs the Prompt plan (median, ratio)."""
+    from bench.spark_skew import format_report, plot_report, run_spark_skew_bench, write_report
+
+    report = run_spark_skew_bench(batches=batches, rows=rows, z=z, keys=keys, cores=cores, partitions=partitions,
+                                  work=work, work_loops=work_loops, work_us=work_us, seed=seed)
+    write_report(report, out)
+    plot_report(report, plot)
+    click.echo(format_report(report))
     click.echo(f"wrote {out} and {plot}")

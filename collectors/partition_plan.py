@@ -296,7 +296,7 @@ class PlanRunner:
         blocks = self._place(keyed, placement, plan.partitions)
         if self.map_fn is not None:
             blocks = self.map_fn(blocks)
-        result = self._reduce(blocks, placement, plan.reduce, df.schema)
+        result = self._reduce(blocks, placement, plan.reduce, blocks.schema)
         result = result.persist(StorageLevel.MEMORY_AND_DISK)
         result.count()
         t3 = time.perf_counter()
