@@ -19,6 +19,8 @@ GROUP = "spark_governor.partitioners"
 BUILTIN_MODULES = (
     "policies.partitioning.prompt",
     "policies.partitioning.baselines",
+    "policies.partitioning.dalton_plan",
+    "policies.partitioning.routing_plan",
 )
 _REGISTRY: dict[str, type[Partitioner]] = {}
 _loaded = False
