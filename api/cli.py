@@ -142,6 +142,7 @@ def stats(job: str, endpoint: str, windows: int, as_json: bool) -> None:
 from api import cli_extra  # noqa: E402,F401  (registers demo, dashboards and bench commands)
 from api import cli_plan  # noqa: E402,F401  (registers plan and bench partitioners / spark-skew)
 from api import cli_batch  # noqa: E402,F401  (registers bench batch-sizing)
+from api import cli_scaling_real  # noqa: E402,F401  (registers bench scaling-real)
 from api import cli_routing  # noqa: E402,F401  (registers bench partitioners-drift)
 
 if __name__ == "__main__":  # pragma: no cover

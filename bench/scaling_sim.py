@@ -153,6 +153,35 @@ class SimParams:
 DEFAULT_PARAMS = SimParams()
 
 
+def span_truths(grid_s: np.ndarray, cum_rows: np.ndarray, starts_s, ends_s, span_s: float,
+                end_s: float) -> list[SpanTruth]:
+    """The true mean record latency per span of ``span_s`` seconds (aligned on t = 0) of the rows
+    *arriving* in it (thesis Eq. 4.1), from the arrivals and the batches.
+
+    ``cum_rows[i]``: rows arrived by ``grid_s[i]`` (an even grid); batch k holds the rows that arrived
+    after the previous batch's start up to its own start ``starts_s[k]`` and finishes at ``ends_s[k]``
+    (starts ascending). Rows are taken per grid cell at its midpoint τ: a cell belongs to the first
+    batch starting at or after τ, and each of its rows has latency = that batch's end − τ (error ≤
+    half a cell per row). Rows after the last start were not processed: their latency counts as its
+    lower bound ``end_s − τ`` and they are reported as ``pending_rows``. Spans without arrivals are
+    absent."""
+    grid_s = np.asarray(grid_s, dtype=float)
+    rows = np.diff(np.asarray(cum_rows, dtype=float))
+    mid = (grid_s[:-1] + grid_s[1:]) / 2
+    starts, ends = np.asarray(starts_s, dtype=float), np.asarray(ends_s, dtype=float)
+    k = np.searchsorted(starts, mid, side="left")
+    done = k < len(starts)
+    leave = ends[np.minimum(k, len(starts) - 1)] if len(starts) else np.zeros_like(mid)
+    lat = np.where(done, leave, end_s) - mid
+    idx = np.floor(mid / span_s + 1e-9).astype(np.int64)
+    n = int(idx.max()) + 1 if len(idx) else 0
+    total = np.bincount(idx, weights=rows, minlength=n)
+    weighted = np.bincount(idx, weights=rows * lat, minlength=n)
+    pending = np.bincount(idx, weights=rows * ~done, minlength=n)
+    return [SpanTruth(i * span_s, float(total[i]), float(weighted[i] / total[i]), float(pending[i]))
+            for i in range(n) if total[i] > 0]
+
+
 class StaticPolicy(Policy):
     """Proposes nothing: the executors stay at the controller's initial count."""
 
@@ -384,25 +413,9 @@ class Simulation:
 
     def span_truth(self) -> list[SpanTruth]:
         """Per constraint span (``constraint_span_s``, aligned on t = 0): the exact mean latency of the
-        rows arriving in it. Rows are taken per 10 ms grid cell at the cell's midpoint τ; a cell
-        belongs to the first batch starting at or after τ (batches hold the rows of (cut, start]) and
-        each of its rows has latency = that batch's end − τ (error ≤ 5 ms per row). Spans without
-        arrivals are absent."""
-        rows = np.diff(self._cum)
-        mid = (self._grid[:-1] + GRID_MS / 2) / 1000.0
-        starts = np.array([b.start_s for b in self.batches])
-        ends = np.array([b.end_s for b in self.batches])
-        k = np.searchsorted(starts, mid, side="left")
-        done = k < len(starts)
-        lat = np.where(done, ends[np.minimum(k, len(starts) - 1)] if len(starts) else 0.0, self.D / 1000.0) - mid
-        span = self.p.constraint_span_s
-        idx = np.floor(mid / span + 1e-9).astype(np.int64)
-        n = int(idx.max()) + 1 if len(idx) else 0
-        total = np.bincount(idx, weights=rows, minlength=n)
-        weighted = np.bincount(idx, weights=rows * lat, minlength=n)
-        pending = np.bincount(idx, weights=rows * ~done, minlength=n)
-        return [SpanTruth(i * span, float(total[i]), float(weighted[i] / total[i]), float(pending[i]))
-                for i in range(n) if total[i] > 0]
+        rows arriving in it (:func:`span_truths` on the simulated arrivals and batches)."""
+        return span_truths(self._grid / 1000.0, self._cum, [b.start_s for b in self.batches],
+                           [b.end_s for b in self.batches], self.p.constraint_span_s, self.D / 1000.0)
 
     # -- batches ----------------------------------------------------------------------------
     def _start_batch(self, t: int) -> None:

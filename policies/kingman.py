@@ -13,13 +13,22 @@ queueing unit is the task waiting for an executor slot, not the record:
   (partitions): more slots than tasks cannot help that stage.
 - ``S̄``: mean task service (executor run) time; ``c_S``: its coefficient of variation (1.0 if
   unknown).
-- ``ρ``: utilization at the current parallelism, busy slot-seconds per second over the evaluation
-  span / p — exactly ``S̄/Ā`` of the thesis — so
-  ``Ā = S̄/ρ`` (mean interarrival of tasks per slot); ``c_A``: CV of task launch interarrival
-  within the stage (1.0 if unknown).
-- ``w``: measured mean slot wait = mean task latency (finish − stage submission) − mean run time;
-  the fitting coefficient ``e = w / Kingman(p)`` is clamped to [0.8, 1.2] as in the authors'
-  implementation (digest §5.5; ``e_clamp``), and is 1 when w or Kingman is ~0.
+- ``ρ``: utilization at the current parallelism. Default (``arrival_utilization``): the source's
+  arrival rate (rows/s over the batches of the last ``rate_span_s``) × the stage's busy slot-seconds
+  per record (latest window) / p — the thesis's ``S̄/Ā`` with Ā measured at the input, so it exceeds 1
+  under overload (:func:`arrival_rho`). Otherwise busy slot-seconds per second over the span / p.
+  ``Ā = S̄/ρ`` (mean interarrival of tasks per slot).
+- ``c_A``: default (``bulk_arrivals``) from the stage's bulk task arrivals, ``√(tasks/p − 1)``
+  (:func:`bulk_arrival_cv`); otherwise the CV of task launch interarrival within the stage (1.0 if
+  unknown).
+- ``w``: measured mean slot wait = mean makespan − mean run time; the fitting coefficient
+  ``e = w / Kingman(p)`` is clamped to [``e_clamp_low``, ``e_clamp_high``] = [0.1, 10] by default,
+  and is 1 when w or Kingman is ~0. The authors' implementation clamps to [0.8, 1.2] (digest §5.5),
+  which assumes Kingman is already close; here the wave wait of bulk arrivals is ≈ ρ·T while Kingman
+  grows as ρ²/(1−ρ), so the fitted e is ≈ 2(1−ρ)/ρ (2 at ρ = 0.5, 0.5 at 0.8) and [0.8, 1.2] would
+  un-anchor the model from the measurement at the current p (measured in the bench: the prediction
+  at the current size then misses the measured latency by up to 60 %, and the policy oscillates by
+  one executor). [0.1, 10] still bounds e under bursts. Pass 0.8/1.2 for the literal [C] clamp.
 - ``l``: mean task run time.
 
 **Budget.** By default (``w_ob`` unset) the constraint's measured mean record latency L keeps
@@ -57,8 +66,8 @@ class KingmanConfig(SafetyConfig):
     w_ob: Optional[float] = Field(None, ge=0, lt=1, description="Share of the latency slack left to batching "
                                                                 "(Eq. 4.9); unset: use the measured non-queueing latency")
     safety_factor: float = Field(1.0, gt=0, le=1, description="Multiplies the queueing budget")
-    e_clamp_low: float = Field(0.8, gt=0, description="Lower clamp of the fitting coefficient")
-    e_clamp_high: float = Field(1.2, gt=0, description="Upper clamp of the fitting coefficient")
+    e_clamp_low: float = Field(0.1, gt=0, description="Lower clamp of the fitting coefficient ([C]: 0.8)")
+    e_clamp_high: float = Field(10.0, gt=0, description="Upper clamp of the fitting coefficient ([C]: 1.2)")
     max_utilization: float = Field(0.9, gt=0, lt=1, description="Utilization floor: never plan a stage above this")
     bottleneck_utilization: float = Field(0.99, gt=0, description="A stage at or above this is a bottleneck")
     min_relative_change: float = Field(0.04, ge=0, description="Hysteresis: ignore smaller relative changes")
@@ -72,7 +81,13 @@ class KingmanConfig(SafetyConfig):
                                                                   "max_utilization − this; 0: off")
     latest_window_bottleneck: bool = Field(True, description="Also a bottleneck: a stage busy ≥ bottleneck_utilization "
                                                               "in its latest statistics window (thesis: the last adjustment "
-                                                              "interval)")
+                                                              "interval), unless the executors changed within the span")
+    settle_after_change: bool = Field(True, description="Within the statistics span after an executor change, "
+                                                        "only the model's ρ can flag a bottleneck (not busy time "
+                                                        "or overrunning batches, which a backlog keeps high)")
+    rate_span_s: Optional[float] = Field(10.0, gt=0, description="Arrival rate over the batches triggered in the last "
+                                                                "this many seconds (unset: the statistics span); "
+                                                                "short, so a rate step is seen within an interval")
     arrival_utilization: bool = Field(True, description="ρ from the source's arrival rate × per-record service "
                                                         "(can exceed 1 under overload); see arrival_rho")
 
@@ -99,18 +114,18 @@ def bulk_arrival_cv(tasks_per_run: int, parallelism: int) -> float:
     return math.sqrt(b - 1.0)
 
 
-def arrival_rho(view: JobView, stage: StageStats, first: StageStats) -> Optional[float]:
+def arrival_rho(view: JobView, stage: StageStats, first: StageStats, rate_span_s: Optional[float] = None) -> Optional[float]:
     """ρ_v = S̄_v/Ā_v with Ā_v from the *source's* arrival rate (thesis §4.6.2: Ā is measured at the
     input of v; digest §5.4: under a bottleneck ρ > 1 "before queues fill"), per slot and dimensionless.
 
     ``(arrival rate × records_v/records_first) × busy slot-seconds per record / p``: the arrival rate is
-    ``policies.utilization_target.arrival_rate`` (Σ rows / Σ trigger gaps of the recent batches — the
-    source's rate even while batches overrun), the busy time per record that of the stage's latest
+    ``policies.utilization_target.arrival_rate`` (Σ rows / Σ trigger gaps of the batches triggered in
+    the last ``rate_span_s`` — the source's rate even while batches overrun), the busy time per record that of the stage's latest
     window (its true processing rate, DS2). The busy fraction the aggregators report saturates at 1
     under overload and, averaged over the span, lags a rate step by the span; this one does neither.
     None when the stage reports no records or no batch has a rate (the busy fraction is used then)."""
     tpr = true_rate_per_slot(stage)
-    rate = arrival_rate(view)
+    rate = arrival_rate(view, rate_span_s)
     if tpr is None or rate is None or not first.records_in_per_second:
         return None
     return rate * stage.records_in_per_second / first.records_in_per_second / (tpr * stage.parallelism)
@@ -157,6 +172,14 @@ class KingmanPolicy(Policy):
         by_key = {s.key: s for s in view.stages}
         return [by_key[k] for k in c.vertices if k in by_key]
 
+    @staticmethod
+    def _changed_within_span(view: JobView) -> bool:
+        """Whether the executors were changed within the statistics span: slots busy all through the
+        latest window after a scale-up are working off the backlog (the thesis keeps ES inactive for
+        three intervals after a scale-up for that reason, §4.6.4), not a sign of a new bottleneck."""
+        last = view.last_decision_ms.get("executors")
+        return last is not None and view.now_ms - last < view.window_s * 1000
+
     def _query_load(self, view: JobView, cfg: KingmanConfig) -> Optional[float]:
         """Mean batch processing time / trigger interval over the recent batches (query-level ρ)."""
         interval = trigger_interval_s(view, cfg.trigger_interval_s)
@@ -172,7 +195,7 @@ class KingmanPolicy(Policy):
                 or any(len(s.utilization_windows) < cfg.warmup_windows for s in stages)):
             return None
         first = view.stages[0]
-        models = [vertex_model(s, cfg, arrival_rho(view, s, first) if cfg.arrival_utilization else None)
+        models = [vertex_model(s, cfg, arrival_rho(view, s, first, cfg.rate_span_s) if cfg.arrival_utilization else None)
                   for s in stages]
         if any(m is None for m in models):
             return None
@@ -199,15 +222,21 @@ class KingmanPolicy(Policy):
             # the pool the job has now: stages report the parallelism of their last run, which lags a
             # scale-up while a long batch is still running
             slots_now = max(max(m.p for m in models), (view.current("executors") or 0) * spe)
-            rhos = [m.utilization for m in models]
-            if cfg.latest_window_bottleneck:
+            # ρ on the pool the job has now (a stage's last run may predate a scale-up)
+            rhos = [m.rho(min(slots_now, m.p_max)) for m in models]
+            # busy-time signals (latest window, overrunning batches) also flag a backlog being worked
+            # off after a change; within the span after one, only the model's ρ counts (see
+            # _changed_within_span)
+            settled = not (cfg.settle_after_change and self._changed_within_span(view))
+            if cfg.latest_window_bottleneck and settled:
                 rhos += [s.utilization for s in self._stages(view, c) if s.utilization is not None]
-            bottleneck = max(rhos) >= cfg.bottleneck_utilization or (
-                c.vertices is None and query_rho is not None and query_rho >= cfg.bottleneck_utilization)
+            if c.vertices is None and query_rho is not None and settled:
+                rhos.append(query_rho)
+            bottleneck = max(rhos) >= cfg.bottleneck_utilization
             if not bottleneck and fixed is None:
                 return None  # Rebalance needs the measured latency
             if bottleneck:  # Eq. 4.12 on the shared pool: at least double
-                rho = max(rhos + ([query_rho] if query_rho is not None else []))
+                rho = max(rhos)
                 slots = min(max(m.p_max for m in models), max(2 * slots_now, math.ceil(2 * slots_now * rho - 1e-9)))
                 feasible = None
             else:
@@ -295,7 +324,7 @@ class KingmanPolicy(Policy):
         first = view.stages[0] if view.stages else None
         stages = []
         for s in view.stages:
-            rho = arrival_rho(view, s, first) if config.arrival_utilization else None
+            rho = arrival_rho(view, s, first, config.rate_span_s) if config.arrival_utilization else None
             stages.append(rho if rho is not None else s.utilization)
         stages = [x for x in stages if x is not None]
         if stages:

@@ -27,9 +27,10 @@ def constraint(latency_s, bound_s, name="c1", vertices=None):
     return ConstraintStats(name=name, vertices=vertices, bound_s=bound_s, span_s=5.0, latency_s=latency_s)
 
 
-# the literal model mapping (measured c_A, no scale-down margin); the Spark extensions that are on by
-# default (bulk c_A, scale-down margin) have their own tests in test_kingman_rules.py
-CFG = KingmanConfig(trigger_interval_s=10.0, min_value=1, max_value=64, bulk_arrivals=False, scale_down_margin=0)
+# the literal model mapping (measured c_A, [C]'s e clamp, no scale-down margin); the Spark extensions that
+# are on by default (bulk c_A, wider e clamp, scale-down margin, ...) have their own tests in test_kingman_rules.py
+CFG = KingmanConfig(trigger_interval_s=10.0, min_value=1, max_value=64, bulk_arrivals=False, scale_down_margin=0,
+                    e_clamp_low=0.8, e_clamp_high=1.2)
 
 
 def smallest_meeting(models, fixed, bound, spe=1, hi=64):
@@ -173,9 +174,7 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     assert r.status_code == 400 and "e_clamp_low" in r.json["error"]
     assert c.put("/api/v1/jobs/kj/constraints/e2e", json={"bound_ms": 4500}, headers=auth).status_code == 200
     assert c.put("/api/v1/jobs/kj/policies/kingman", headers=auth,
-                 json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8,
-                                                  # the literal model mapping (measured c_A), as in CFG
-                                                  "bulk_arrivals": False}}).status_code == 200
+                 json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
     from sqlalchemy import select
 
     from aggregators.models import decisions, jobs
@@ -214,9 +213,7 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     # a bound below the fixed part of the latency cannot be met: the decision and the API say so
     assert c.put("/api/v1/jobs/kj-tight/constraints/e2e", json={"bound_ms": 1000}, headers=auth).status_code == 200
     assert c.put("/api/v1/jobs/kj-tight/policies/kingman", headers=auth,
-                 json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8,
-                                                  # the literal model mapping (measured c_A), as in CFG
-                                                  "bulk_arrivals": False}}).status_code == 200
+                 json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
     with eng.connect() as conn:
         tight_id = conn.execute(select(jobs.c.id).where(jobs.c.name == "kj-tight")).scalar()
     app.extensions["spark_governor.governor"].evaluate_job(tight_id, now)

@@ -1,8 +1,10 @@
-"""Driver of the executor-scaling test, run as its own process against a standalone cluster.
+"""Driver of the executor-scaling tests and of ``bench scaling-real``, run as its own process against
+a standalone cluster (``bench.standalone.Driver`` starts it).
 
 Runs a paced Zipf query whose per-row work (a sleep in ``mapInPandas``) is spread over the
 executors, with reporters attached, and writes one JSON line per second: time, executors
-registered, and the latest batch's processing time.
+registered, and the latest batch's processing time; and one line per completed micro-batch
+(``{"progress": {...}}``: batch id, trigger start in epoch ms, triggerExecution ms, input rows).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import os
 import sys
 import time
+from datetime import datetime
 
 
 def main(argv=None) -> None:
@@ -70,8 +73,16 @@ def main(argv=None) -> None:
     q = (src.mapInPandas(work, src.schema).groupBy("key").count().writeStream.outputMode("update")
          .format("noop").option("checkpointLocation", a.checkpoint).trigger(processingTime=f"{a.trigger_seconds} seconds").start())
     jsc = spark.sparkContext._jsc.sc()
+    seen = -1
     with open(a.out, "w") as out:
         while not os.path.exists(a.stop_file) and q.isActive:
+            for prog in q.recentProgress:
+                if prog.batchId > seen:
+                    seen = prog.batchId
+                    out.write(json.dumps({"progress": {
+                        "batch": prog.batchId, "rows": prog.numInputRows,
+                        "trigger_ms": int(datetime.fromisoformat(prog.timestamp.replace("Z", "+00:00")).timestamp() * 1000),
+                        "processing_ms": prog.durationMs.get("triggerExecution")}}) + "\n")
             p = q.lastProgress
             out.write(json.dumps({"t": time.time(), "executors": jsc.getExecutorIds().size(),
                                   "batch": p.batchId if p else None,
