@@ -139,11 +139,15 @@ def stats(job: str, endpoint: str, windows: int, as_json: bool) -> None:
     click.echo(batches_table(batches))
 
 
+if __name__ == "__main__":  # pragma: no cover
+    # ``python -m api.cli``: run the importable ``api.cli`` (the command modules below register on
+    # it and import it back; registering them on ``__main__`` would import this file twice)
+    from api.cli import main as _main
+
+    sys.exit(_main())
+
 from api import cli_extra  # noqa: E402,F401  (registers demo, dashboards and bench commands)
 from api import cli_plan  # noqa: E402,F401  (registers plan and bench partitioners / spark-skew)
 from api import cli_batch  # noqa: E402,F401  (registers bench batch-sizing)
 from api import cli_scaling_real  # noqa: E402,F401  (registers bench scaling-real)
 from api import cli_routing  # noqa: E402,F401  (registers bench partitioners-drift)
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

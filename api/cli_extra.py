@@ -19,7 +19,8 @@ def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | Non
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise click.ClickException(f"control plane exited with code {proc.returncode}")
+            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr is not None else ""
+            raise click.ClickException(f"control plane exited with code {proc.returncode}" + (f":\n{err}" if err else ""))
         try:
             if requests.get(url + "/healthz", timeout=1).status_code == 200:
                 return
