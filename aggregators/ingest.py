@@ -28,6 +28,7 @@ from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS,
                                 runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
                                 template_windows)
 from aggregators.directives import apply_acks
+from aggregators.partitions import store_partition_stats
 from aggregators.welford import Moments
 from policies.wire import Report
 
@@ -297,6 +298,7 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms) if report.tasks else 0
     result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
     result.batches = _store_batches(conn, job_id, report)
+    store_partition_stats(conn, job_id, report, now)
     r = report.reporter
     values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
     if r.slots is not None:

@@ -308,3 +308,31 @@ latency_constraints = Table(
     Column("updated_ms", BigInteger, nullable=False),
     UniqueConstraint("job_id", "name", name="uq_latency_constraints_job_name"),
 )
+
+# -- partition statistics per micro-batch (Prompt; migration 0005) ------------------------------
+
+partition_stats = Table(
+    "partition_stats", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("received_ms", BigInteger, nullable=False),
+    Column("batch_id", BigInteger),
+    Column("query_id", String(256)),
+    Column("algorithm", String(64), nullable=False),
+    Column("source", String(32)),
+    Column("partitions", Integer, nullable=False),
+    Column("reduce", Integer, nullable=False),
+    Column("tuples", BigInteger, nullable=False),
+    Column("keys", BigInteger, nullable=False),
+    Column("exact", Boolean, nullable=False),
+    Column("key_counts", JSON, nullable=False),  # [[key, tuples], ...], most frequent first
+    Column("other_keys", BigInteger, nullable=False),
+    Column("other_tuples", BigInteger, nullable=False),
+    Column("block_loads", JSON, nullable=False),  # tuples per Map block
+    Column("block_cardinalities", JSON, nullable=False),  # distinct keys per Map block
+    Column("bucket_loads", JSON, nullable=False),  # tuples per Reduce bucket
+    Column("bsi", Float), Column("bci", Float), Column("ksr", Float), Column("mpi", Float),
+    Column("max_mean_load", Float), Column("bsi_buckets", Float), Column("split_keys", Integer),
+    Column("stats_ms", Float), Column("planning_ms", Float), Column("processing_ms", Float),
+    Index("ix_partition_stats_job_received", "job_id", "received_ms"),
+)

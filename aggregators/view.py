@@ -10,12 +10,13 @@ from sqlalchemy.engine import Connection
 
 from aggregators import constraints, queries
 from aggregators.directives import current_directives
+from aggregators.partitions import recent_partition_stats, view_stats
 from aggregators.models import batches, decisions
 from policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, StageStats
 
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
-               max_batches: int = 500) -> JobView:
+               max_batches: int = 500, max_partition_batches: int = 30) -> JobView:
     """The job's stages over the last ``window_s`` seconds (whole statistics windows of
     ``window_ms``), its latest ``max_batches`` batches of the last hour, directives and executor state."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -59,7 +60,8 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                    directives=dirs, executors=j.executors, slots=j.slots,
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
                    constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
-                   knob_state=dict(j.knob_state or {}))
+                   knob_state=dict(j.knob_state or {}),
+                   partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches)))
 
 
 def _utilization_max(wins: list[dict]) -> Optional[float]:

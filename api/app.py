@@ -21,6 +21,7 @@ from aggregators import queries
 from aggregators.directives import current_directives
 from aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
 from api.constraints_api import build_constraints_blueprint
+from api.partitioning_api import build_partitioning_blueprint
 from api.governor import Governor
 from api.metrics import build_registry
 from api.openapi import openapi_document
@@ -79,6 +80,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))
     app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))
+    app.register_blueprint(build_partitioning_blueprint(engine))
 
     @app.errorhandler(BadRequest)
     def _bad(exc: BadRequest):

@@ -203,9 +203,11 @@ class IngestMetrics:
 def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegistry, IngestMetrics]:
     from api.batch_interval_metrics import BatchIntervalCollector
     from api.constraint_metrics import ConstraintCollector
+    from api.partition_metrics import PartitionCollector
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(engine))
     registry.register(ConstraintCollector(engine, window_ms))
+    registry.register(PartitionCollector(engine))
     registry.register(BatchIntervalCollector(engine))
     return registry, IngestMetrics(registry)

@@ -135,6 +135,14 @@ def _paths() -> dict:
                     "responses": _responses(s.Constraint, 400, 401, 409)},
             "delete": {"summary": "Remove a latency constraint", "security": WRITE,
                        "responses": _responses(s.Deleted, 401, 404)}},
+        "/api/v1/jobs/{job}/partitioning": {"get": {
+            "summary": "Partitioned micro-batches (loads, BSI/BCI/KSR/MPI) and the latest plan decision",
+            "parameters": [JOB, _query_int("limit", "Most recent batches", 1, 500, 20),
+                           _query_int("top", "Most frequent keys of the latest batch", 0, 10_000, 20)],
+            "responses": _responses(s.Partitioning, 400, 404)}},
+        "/api/v1/jobs/{job}/partitioning/plan": {"get": {
+            "summary": "The partition_plan directive the job applies", "parameters": [JOB],
+            "responses": _responses(s.CurrentPlan, 404)}},
         "/api/v1/openapi.json": {"get": {"summary": "This document",
                                           "responses": _responses({"type": "object"})}},
         "/healthz": {"get": {"summary": "Health (database reachable)", "responses": _responses(s.Health, 503)}},

@@ -335,3 +335,67 @@ class ConstraintDetail(ConstraintStatus):
 class ConstraintList(_Body):
     job: str
     constraints: list[ConstraintStatus]
+
+
+# -- partitioning (Prompt) ---------------------------------------------------------------------
+
+class PartitionBatch(_Body):
+    """One partitioned micro-batch: the applied plan's loads (tuples) and metrics; times in ms."""
+
+    received_ms: int
+    batch_id: Optional[int]
+    query_id: Optional[str]
+    algorithm: str
+    source: Optional[str]
+    partitions: int
+    reduce: int
+    tuples: int
+    keys: int
+    exact: bool
+    other_keys: int
+    other_tuples: int
+    block_loads: list[int]
+    block_cardinalities: list[int]
+    bucket_loads: list[int]
+    bsi: Optional[float]
+    bci: Optional[float]
+    ksr: Optional[float]
+    mpi: Optional[float]
+    max_mean_load: Optional[float]
+    bsi_buckets: Optional[float]
+    split_keys: Optional[int]
+    stats_ms: Optional[float]
+    planning_ms: Optional[float]
+    processing_ms: Optional[float]
+    top_keys: Optional[list[tuple[str, int]]]  # latest batch only: most frequent keys with tuples
+
+
+class PlanDecision(_Body):
+    id: int
+    policy: str
+    status: str
+    created_ms: int
+    reason: str
+    prediction: dict[str, Any]
+    inputs: dict[str, Any]
+    partitions: Optional[int]
+    reduce: Optional[int]
+    planned_keys: int
+    based_on: Optional[dict[str, Any]]
+    elasticity: Optional[dict[str, Any]]
+    planning_s: Optional[float]
+    directive_version: Optional[int]
+
+
+class Partitioning(_Body):
+    job: str
+    batches: list[PartitionBatch]
+    plan: Optional[PlanDecision]
+
+
+class CurrentPlan(_Body):
+    job: str
+    version: int
+    status: str
+    applied_version: Optional[int]
+    plan: Any  # PartitionPlan.to_dict form (assignment: key → {blocks: [[block, tuples]], bucket})

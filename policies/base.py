@@ -59,6 +59,31 @@ class BatchStats:
 
 
 @dataclass(frozen=True)
+class PartitionBatchStats:
+    """One micro-batch as the job partitioned it (``policies.wire.PartitionStatsRecord``).
+
+    ``key_counts``: (key, tuples) of the most frequent keys, most frequent first (exact unless
+    ``exact`` is false); the other keys are summarised by ``other_keys``/``other_tuples``.
+    ``processing_s``: wall seconds of the whole batch job (statistics, plan, Map, Reduce)."""
+
+    batch_id: Optional[int]
+    received_ms: int
+    algorithm: str
+    partitions: int
+    reduce: int
+    tuples: int
+    keys: int
+    key_counts: tuple[tuple[str, int], ...] = ()
+    other_keys: int = 0
+    other_tuples: int = 0
+    exact: bool = True
+    block_loads: tuple[int, ...] = ()
+    max_mean_load: Optional[float] = None
+    mpi: Optional[float] = None
+    processing_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class ConstraintStats:
     """A latency constraint with its recent measurement (``aggregators.constraints``).
 
@@ -103,6 +128,7 @@ class JobView:
     last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
     constraints: tuple[ConstraintStats, ...] = ()
     knob_state: dict[str, Any] = field(default_factory=dict)  # knob -> what the job's applier reports
+    partition_stats: tuple[PartitionBatchStats, ...] = ()  # recent partitioned batches, oldest first
 
     def slots_per_executor(self, configured: Optional[int] = None) -> int:
         """Task slots per executor: configured, else reported slots / executors, else 1."""

@@ -155,6 +155,62 @@ class BatchRecord(_Strict):
     observed_metrics: dict[str, Any] = Field(default_factory=dict, max_length=64)
 
 
+#: bounds of the per-batch partition statistics (``PartitionStatsRecord``)
+MAX_KEY_COUNTS = 10_000
+MAX_BLOCKS = 4_096
+MAX_PARTITION_RECORDS = 64
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+BlockList = Annotated[list[NonNeg], Field(max_length=MAX_BLOCKS)]
+
+
+class PartitionStatsRecord(_Strict):
+    """One micro-batch as partitioned by the job (``collectors.partition_plan``; Prompt, digest 000).
+
+    ``key_counts`` are the batch's most frequent keys with their tuple counts (exact, or Algorithm
+    1's approximate counts when ``exact`` is false), at most MAX_KEY_COUNTS; ``other_keys`` /
+    ``other_tuples`` summarise the rest. Loads are tuples per Map block / Reduce bucket of the plan
+    applied to the batch, cardinalities distinct keys per block; BSI/BCI/KSR/MPI are the paper's
+    Eqs. 2–6 of that plan; times in milliseconds of driver wall time."""
+
+    batch_id: Optional[NonNeg] = None
+    query_id: Optional[Name] = None
+    algorithm: Annotated[str, Field(min_length=1, max_length=64)]
+    source: Optional[Annotated[str, Field(max_length=32)]] = None  # "directive" | "batch"
+    partitions: Annotated[int, Field(ge=1, le=MAX_BLOCKS)]
+    reduce: Annotated[int, Field(ge=1, le=MAX_BLOCKS)]
+    tuples: NonNeg
+    keys: NonNeg
+    exact: bool = True
+    key_counts: list[tuple[Annotated[str, Field(max_length=256)], Annotated[int, Field(ge=1)]]] = Field(
+        default_factory=list, max_length=MAX_KEY_COUNTS)
+    other_keys: NonNeg = 0
+    other_tuples: NonNeg = 0
+    block_loads: BlockList = Field(default_factory=list)
+    block_cardinalities: BlockList = Field(default_factory=list)
+    bucket_loads: BlockList = Field(default_factory=list)
+    bsi: Optional[NonNegFloat] = None
+    bci: Optional[NonNegFloat] = None
+    ksr: Optional[NonNegFloat] = None
+    mpi: Optional[NonNegFloat] = None
+    max_mean_load: Optional[NonNegFloat] = None
+    bsi_buckets: Optional[NonNegFloat] = None
+    split_keys: Optional[NonNeg] = None
+    stats_ms: Optional[NonNegFloat] = None
+    planning_ms: Optional[NonNegFloat] = None
+    processing_ms: Optional[NonNegFloat] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PartitionStatsRecord":
+        if self.block_loads and len(self.block_loads) != self.partitions:
+            raise ValueError(f"block_loads: {len(self.block_loads)} loads for {self.partitions} partitions")
+        if self.bucket_loads and len(self.bucket_loads) != self.reduce:
+            raise ValueError(f"bucket_loads: {len(self.bucket_loads)} loads for {self.reduce} buckets")
+        if sum(c for _, c in self.key_counts) + self.other_tuples > self.tuples and self.exact:
+            raise ValueError("key_counts: more tuples than the batch holds")
+        return self
+
+
 class Report(_Strict):
     """A batch of records from one reporter: the body of ``POST /api/v1/reports``."""
 
@@ -165,6 +221,8 @@ class Report(_Strict):
     stages: list[StageRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
     tasks: list[TaskRecord] = Field(default_factory=list, max_length=MAX_TASKS_PER_REPORT)
     batches: list[BatchRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    #: optional per-batch key counts and partition statistics (Prompt); older reports omit it
+    partitions: list[PartitionStatsRecord] = Field(default_factory=list, max_length=MAX_PARTITION_RECORDS)
 
 
 class ReportError(ValueError):

@@ -168,6 +168,9 @@ def test_real_requests_and_responses_match_the_document(plane):
     call("DELETE", "/api/v1/jobs/oa-job/constraints/map-stage", status=404, headers=AUTH)
     call("GET", "/api/v1/jobs/oa-job/events", status=200)
     call("GET", "/api/v1/jobs/oa-job/holds", status=200)
+    # -- partitioning (full coverage in tests/test_partitioning_plane.py) -----------------------
+    call("GET", "/api/v1/jobs/oa-job/partitioning?limit=5", status=200)
+    call("GET", "/api/v1/jobs/oa-job/partitioning/plan", status=404)
     # -- removal, health, metrics, the document itself -----------------------------------------------
     call("DELETE", url, status=401, valid_request=False)
     call("DELETE", url, status=200, headers=AUTH)
