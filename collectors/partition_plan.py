@@ -5,6 +5,7 @@
     runner = PlanRunner(key="word", aggs={"n": ("count", None), "total": ("sum", "v")},
                         partitioner="prompt", partitions=8)
     handle = attach(spark, job, endpoint, appliers={"partition_plan": runner.applier})
+    runner.report = handle.reporter.offer_partition_stats   # or: runner.connect(handle)
     def run_batch(df, batch_id):
         out = runner.apply(df, batch_id)      # BatchPartitioning
         out.result.write...                   # the per-key aggregate of this batch
@@ -245,6 +246,13 @@ class PlanRunner:
         self._directive: Optional[dict] = None
         self._lock = threading.Lock()
         self.history: list[dict] = []  # per batch: the record reported (for the job's inspection)
+
+    def connect(self, attachment) -> "PlanRunner":
+        """Report every batch's statistics through ``attachment`` (``collectors.attach``) and take
+        ``partition_plan`` directives from it."""
+        self.report = attachment.reporter.offer_partition_stats
+        attachment.add_applier("partition_plan", self.applier)
+        return self
 
     # -- the knob applier (reporter thread) --
     def applier(self, value: Any) -> tuple[str, Optional[str]]:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 import requests
 
 from collectors.events import EventTranslator, batch_record, decode_json_events
-from policies.wire import SCHEMA_VERSION, validate_job_name
+from policies.wire import MAX_PARTITION_RECORDS, SCHEMA_VERSION, validate_job_name
 
 log = logging.getLogger("spark_governor.reporter")
 
@@ -101,6 +101,17 @@ class Reporter:
                 self.dropped += 1
             self._raw.append((kind, item))
         except Exception:  # never let anything escape into Spark
+            pass
+
+    def offer_partition_stats(self, record: dict) -> None:
+        """Queue one batch's partition statistics (``policies.wire.PartitionStatsRecord`` fields;
+        ``collectors.partition_plan.partition_record``). Called from the job's ``foreachBatch``."""
+        try:
+            if len(self._outbox) == self._outbox.maxlen:
+                self.dropped += 1
+            self._outbox.append(("partition", record))
+            self._wake.set()
+        except Exception:  # never let reporting fail the batch
             pass
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -210,10 +221,14 @@ class Reporter:
     def _build_pending(self) -> None:
         items = [self._outbox.popleft() for _ in range(min(self.max_batch, len(self._outbox)))]
         body: dict[str, Any] = {"templates": [], "stages": [], "tasks": [], "batches": []}
-        plural = {"stage": "stages", "task": "tasks", "batch": "batches"}
+        plural = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions"}
         keys = set()
         for kind, rec in items:
-            body[plural[kind]].append(rec)
+            body.setdefault(plural[kind], []).append(rec)
+        extra = body.get("partitions", [])[MAX_PARTITION_RECORDS:]
+        if extra:  # the rest waits for the next report (the wire bounds partition records per report)
+            del body["partitions"][MAX_PARTITION_RECORDS:]
+            self._outbox.extendleft(("partition", rec) for rec in reversed(extra))
             if "template_key" in rec:
                 keys.add(rec["template_key"])
         for key in sorted(keys):

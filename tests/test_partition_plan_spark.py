@@ -130,3 +130,63 @@ def test_applier_refuses_bad_directives():
     assert runner.applier({"partitions": 3, "reduce": 2})[0] == "applied" and runner.partitions == 3
     with pytest.raises(ValueError, match="aggs.x"):
         PlanRunner("k", {"x": ("median", "v")})
+
+
+@pytest.mark.spark
+def test_job_reports_statistics_and_applies_the_control_planes_plans(spark, start_plane, tmp_path):
+    """Real Spark job + real control plane: statistics reach the plane, the prompt policy plans from
+    them, the job applies the plan to later batches; results still equal groupBy."""
+    import threading
+    import time
+
+    import requests
+
+    from collectors.attach import attach
+
+    token = "plan-token-123"
+    plane = start_plane(token, window_ms=1000, evaluation_interval_s=0.5)
+    r = requests.put(f"{plane.url}/api/v1/jobs/plan-job/policies/prompt", timeout=10,
+                     headers={"Authorization": f"Bearer {token}"},
+                     json={"mode": "act", "config": {"trigger_interval_s": 30.0, "partitions": 3, "reduce": 2}})
+    assert r.status_code == 200, r.text
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(4):
+        spark.createDataFrame(skewed_rows(20 + i, n=3000), "k long, v long, d double").coalesce(1) \
+            .write.parquet(str(src / f"b{i}"))
+    handle = attach(spark, "plan-job", plane.url, flush_interval_s=0.2, heartbeat_s=0.5)
+    runner = PlanRunner("k", AGGS, partitioner="prompt", partitions=3, reduce=2).connect(handle)
+    seen, errors = [], []
+    got_plan = threading.Event()
+
+    def run_batch(df, batch_id):
+        try:
+            out = runner.apply(df, batch_id)
+            try:
+                check_batch(out, df)
+                seen.append((batch_id, out.source, out.plan.partitions))
+            finally:
+                out.close()
+            if batch_id == 0:  # let the plane plan from batch 0 before batch 1 starts
+                deadline = time.time() + 60
+                while runner._directive is None and time.time() < deadline:
+                    time.sleep(0.2)
+        except Exception as exc:
+            errors.append(exc)
+
+    stream = (spark.readStream.schema("k long, v long, d double").option("maxFilesPerTrigger", 1)
+              .option("recursiveFileLookup", "true").parquet(str(src)))
+    try:
+        q = stream.writeStream.foreachBatch(run_batch).trigger(availableNow=True) \
+            .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+        q.awaitTermination(600)
+    finally:
+        handle.detach()
+    if errors:
+        raise errors[0]
+    assert [s for _, s, _ in seen] == ["batch"] + ["directive"] * (len(seen) - 1) and len(seen) == 4
+    body = requests.get(f"{plane.url}/api/v1/jobs/plan-job/partitioning?limit=10", timeout=10).json()
+    assert len(body["batches"]) == 4 and body["plan"]["policy"] == "prompt"
+    assert body["batches"][-1]["source"] == "directive" and body["batches"][-1]["max_mean_load"] < 1.2
+    metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
+    assert 'spark_governor_partition_batches_total{job="plan-job"} 4.0' in metrics
