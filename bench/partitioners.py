@@ -2,7 +2,10 @@
 
 For each (z, key support, P) one batch of ``tuples`` Zipf draws with a seeded random arrival
 order is planned by every partitioner; the row holds BSI, BCI, KSR, MPI, BSI(buckets), max/mean
-Map-block load and planning throughput (tuples / planning wall seconds, one core). Ratios are
+Map-block load and planning throughput: tuples / CPU seconds of the planning thread (one core;
+``tuples_per_s``) and tuples / wall seconds (``tuples_per_wall_s``, disturbed by anything else
+running on the machine). Partitioners planning in < 1 s are run ``repeats`` times and the run with
+the least CPU time is kept. Ratios are
 against ``hash`` measured in the same run. Goals (ARCHITECTURE.md): Prompt max/mean load ≤ 1.05
 everywhere; Prompt planning ≥ 5 M tuples/s.
 """
@@ -24,7 +27,7 @@ GOAL_TUPLES_PER_S = 5e6
 
 def run_partitioner_bench(zs: Sequence[float] = (0.5, 1.0, 1.5, 2.0), supports: Sequence[int] = (10_000, 100_000, 1_000_000),
                           tuples: int = 1_000_000, partitions: Sequence[int] = (8, 32, 128),
-                          algorithms: Optional[Sequence[str]] = None, seed: int = 0, repeats: int = 1,
+                          algorithms: Optional[Sequence[str]] = None, seed: int = 0, repeats: int = 3,
                           progress=None) -> dict:
     names = list(algorithms or partitioners())
     rows = []
@@ -35,7 +38,10 @@ def run_partitioner_bench(zs: Sequence[float] = (0.5, 1.0, 1.5, 2.0), supports: 
                 for name in names:
                     partitioner = get_partitioner(name)
                     t0 = time.perf_counter()
-                    plan = min((partitioner.plan(batch, P) for _ in range(max(1, repeats))), key=lambda p: p.planning_s)
+                    plan = partitioner.plan(batch, P)
+                    if plan.planning_s < 1.0:  # repeat the fast ones; keep the least-disturbed run
+                        plan = min([plan] + [partitioner.plan(batch, P) for _ in range(repeats - 1)],
+                                   key=lambda p: p.planning_cpu_s)
                     wall = time.perf_counter() - t0
                     m = plan_metrics(plan)
                     rows.append({"z": z, "support": support, "keys": batch.num_keys, "tuples": batch.total,
@@ -43,8 +49,9 @@ def run_partitioner_bench(zs: Sequence[float] = (0.5, 1.0, 1.5, 2.0), supports: 
                                                                         if k in ("bsi", "bci", "ksr", "mpi", "bsi_buckets",
                                                                                  "max_mean_load", "max_mean_bucket",
                                                                                  "split_keys")},
-                                 "planning_s": plan.planning_s,
-                                 "tuples_per_s": batch.total / plan.planning_s if plan.planning_s > 0 else None,
+                                 "planning_s": plan.planning_s, "planning_cpu_s": plan.planning_cpu_s,
+                                 "tuples_per_s": batch.total / plan.planning_cpu_s if plan.planning_cpu_s > 0 else None,
+                                 "tuples_per_wall_s": batch.total / plan.planning_s if plan.planning_s > 0 else None,
                                  "wall_s": wall})
                     if progress:
                         progress(rows[-1])
@@ -74,13 +81,14 @@ def _add_ratios(rows: list[dict]) -> None:
 
 def format_table(report: dict) -> str:
     head = f"{'z':>4} {'support':>8} {'keys':>7} {'P':>4} {'algorithm':>9} {'max/mean':>9} {'vs hash':>8} " \
-           f"{'BSI':>9} {'BCI':>9} {'KSR':>7} {'MPI':>10} {'Mtuples/s':>9}"
+           f"{'BSI':>9} {'BCI':>9} {'KSR':>7} {'MPI':>10} {'Mt/s cpu':>9} {'Mt/s wall':>9}"
     lines = [head]
     for r in report["rows"]:
         tps = r["tuples_per_s"] / 1e6 if r["tuples_per_s"] else float("nan")
+        wall = r["tuples_per_wall_s"] / 1e6 if r["tuples_per_wall_s"] else float("nan")
         lines.append(f"{r['z']:4.1f} {r['support']:8d} {r['keys']:7d} {r['partitions']:4d} {r['algorithm']:>9} "
                      f"{r['max_mean_load']:9.4f} {r['max_mean_vs_hash'] or float('nan'):8.3f} {r['bsi']:9.1f} "
-                     f"{r['bci']:9.1f} {r['ksr']:7.3f} {r['mpi']:10.2f} {tps:9.2f}")
+                     f"{r['bci']:9.1f} {r['ksr']:7.3f} {r['mpi']:10.2f} {tps:9.2f} {wall:9.2f}")
     s = report.get("summary") or {}
     if s:
         lines.append(f"prompt: worst max/mean load {s['prompt_worst_max_mean_load']:.4f} (goal ≤ {GOAL_MAX_MEAN}: "

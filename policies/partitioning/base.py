@@ -208,7 +208,8 @@ class PartitionPlan:
     """Keys → Map blocks (with tuple counts) and key → Reduce bucket for one micro-batch.
 
     ``planning_s`` is the wall time (seconds) the partitioner spent on ``assign_blocks`` plus
-    ``assign_buckets``."""
+    ``assign_buckets``; ``planning_cpu_s`` the CPU time of the planning thread over the same span
+    (one core; unaffected by other processes competing for the CPU)."""
 
     algorithm: str
     partitions: int
@@ -219,6 +220,7 @@ class PartitionPlan:
     bucket: np.ndarray
     options: dict = field(default_factory=dict)
     planning_s: float = 0.0
+    planning_cpu_s: float = 0.0
 
     def __post_init__(self):
         P, R, K = self.partitions, self.reduce, len(self.keys)
@@ -279,7 +281,7 @@ class PartitionPlan:
 
     def to_dict(self) -> dict:
         return {"algorithm": self.algorithm, "partitions": self.partitions, "reduce": self.reduce,
-                "options": dict(self.options), "planning_s": self.planning_s,
+                "options": dict(self.options), "planning_s": self.planning_s, "planning_cpu_s": self.planning_cpu_s,
                 "assignment": self.assignment(), "block_loads": self.block_loads().tolist(),
                 "block_cardinalities": self.block_cardinalities().tolist(),
                 "bucket_loads": self.bucket_loads().tolist()}
@@ -344,9 +346,9 @@ class Partitioner(ABC):
         reduce = int(partitions if reduce is None else reduce)
         if reduce < 1:
             raise PlanError(f"reduce must be >= 1 (got {reduce})")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         frags = self.assign_blocks(batch, int(partitions))
         bucket = self.assign_buckets(batch, frags, reduce)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
         return PartitionPlan(self.name, int(partitions), reduce, batch.keys, batch.counts, frags, bucket,
-                             self.options.model_dump(), elapsed)
+                             self.options.model_dump(), elapsed, cpu)
