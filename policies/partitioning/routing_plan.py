@@ -34,6 +34,11 @@ from policies.partitioning.routing_table import (ALGORITHMS, BETA, THETA_MAX, Ro
                                                  instance_loads)
 
 
+def crc32_instances(keys, partitions: int) -> np.ndarray:
+    """The default hash fallback h(k) = crc32(key) mod P (the ``hash`` baseline's block)."""
+    return stable_hashes(tuple(keys)) % partitions if len(keys) else np.zeros(0, dtype=np.int64)
+
+
 class RoutingOptions(PartitionerOptions):
     theta_max: float = Field(THETA_MAX, ge=0, description="balance tolerance θmax: L(d) ≤ (1+θmax)·L̄")
     table_max: int = Field(3000, ge=0, description="routing-table size bound Amax (entries)")
@@ -55,6 +60,12 @@ class _RoutingTablePartitioner(Partitioner):
         self.last: Optional[RoutingPlan] = None
         self.last_keys: tuple[str, ...] = ()
         self.rebuilt = False
+        self.hash_keys = crc32_instances
+
+    def use_hash(self, hash_keys) -> None:
+        """Replace the hash fallback: ``hash_keys(keys, P) -> int array`` (e.g. Spark's Murmur3 of
+        the job's grouping key, ``collectors.routing``)."""
+        self.hash_keys = hash_keys
 
     def set_previous(self, counts: Mapping[str, int], table: Mapping[str, int]) -> None:
         """The previous window's key counts and routing table (e.g. from an earlier ``plan`` run)."""
@@ -71,19 +82,25 @@ class _RoutingTablePartitioner(Partitioner):
         s = c.copy()
         for h in list(self.history)[-(self.options.window - 1):] if self.options.window > 1 else []:
             s += np.array([h.get(k, 0) for k in keys_t], dtype=float)
-        hashed = stable_hashes(keys_t) % partitions if keys_t else np.zeros(0, dtype=np.int64)
+        hashed = np.asarray(self.hash_keys(keys_t, partitions), dtype=np.int64)
         bad = [k for k, d in self.table.items() if not 0 <= d < partitions]
         if bad:
             raise PlanError(f"table: key {bad[0]!r} names instance {self.table[bad[0]]} outside 0..{partitions - 1}")
         table = {index[k]: d for k, d in self.table.items()}
         return keys_t, Stats(c, s, hashed, partitions, table, self.options.discretisation_r)
 
-    def replan(self, counts: Mapping[str, int], partitions: int) -> RoutingPlan:
-        """Plan a new table from ``counts`` (the statistics window) if the current one is unbalanced."""
+    def replan(self, counts: Mapping[str, int], partitions: int,
+               state: Optional[Mapping[str, float]] = None) -> RoutingPlan:
+        """Plan a new table from ``counts`` (the statistics window) if the current one is unbalanced.
+        ``state`` (optional) gives S(k, w) per key directly (e.g. one state row per key for a
+        running aggregate); by default S is the key's tuples over the last ``window`` batches."""
         if self.partitions not in (None, partitions):
             self.table, self.history = {}, deque(maxlen=self.options.window)
         self.partitions = partitions
         keys, stats = self._stats(counts, partitions)
+        if state is not None:
+            s = np.array([float(state.get(k, 0.0)) for k in keys], dtype=float)
+            stats = Stats(stats.cost, s, stats.hashed, partitions, stats.table, self.options.discretisation_r)
         o = self.options
         owner = assignment(stats.hashed, stats.table)
         loads = instance_loads(owner, stats.cost, partitions)
@@ -106,7 +123,7 @@ class _RoutingTablePartitioner(Partitioner):
 
     def owners(self, keys, partitions: int) -> np.ndarray:
         """F(k) under the current table for ``keys``."""
-        hashed = stable_hashes(keys) % partitions if len(keys) else np.zeros(0, dtype=np.int64)
+        hashed = np.asarray(self.hash_keys(keys, partitions), dtype=np.int64)
         return np.array([self.table.get(k, int(h)) for k, h in zip(keys, hashed)], dtype=np.int64)
 
     def assign_blocks(self, batch: KeyCounts, partitions: int) -> Fragments:
