@@ -23,8 +23,11 @@ Model (kept simple on purpose):
   slots = min(executors × cores_per_executor, partitions) (at least 1) slots, in partition order,
   each on the slot that frees first (Spark's FIFO task scheduling; equal tasks run in waves), so
   the stage's makespan ≈ ⌈N/slots⌉ × task time. Processing time p = overhead_s × b + makespan,
-  rounded to ms (≥ 1 ms); the batch ends when its last task does. Executors = those registered
-  when the batch starts (executors registering during a batch do not help it).
+  rounded to ms (≥ 1 ms); the batch ends when its last task does. The stage starts on the executors
+  registered when the batch starts; executors registering while it runs take its tasks not yet
+  launched at once (Spark's scheduler backend offers a new executor's cores to the running task
+  sets). Change from the earlier model, where they waited for the next batch: that made every
+  scale-up look 1–2 batches slower than on Spark and charged reactive policies for it.
   Change from the earlier model p = (overhead_s + rows × row_cost_s / slots) × b: the work is
   now split into tasks, so the makespan exceeds rows × cost × b / slots by the wave quantization
   and, with ``task_noise_sigma`` > 0, the stragglers of the last wave — together less than one

@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from bench.standalone import free_port, wait_for  # noqa: F401  (shared with bench scaling-real; tests import them here)
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -32,22 +33,6 @@ def require(ok: bool, what: str) -> None:
         pytest.fail(f"required component missing in CI: {what}")
     pytest.skip(f"missing component: {what}")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float, interval_s: float = 0.2, what: str = "condition"):
-    deadline = time.time() + timeout_s
-    last = None
-    while time.time() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture

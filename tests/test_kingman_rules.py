@@ -106,3 +106,44 @@ def test_scale_down_margin_keeps_one_executor_more_near_the_edge():
     assert same.value == 3
     # the utilization side: 0.6 must be ≤ max_utilization − margin
     assert KingmanPolicy().evaluate(v, cfg0.model_copy(update={"scale_down_margin": 0.31})) == []
+
+
+def test_after_a_change_only_the_models_rho_flags_a_bottleneck():
+    # the latest window was busy (a backlog being worked off) and batches overran, but the arrivals need
+    # only ρ = 0.5 of the pool; 10 s after a scale-up this is no bottleneck, without the change it is
+    st = stage(util=1.0, records=4000.0)
+    overran = tuple(BatchStats(i, NOW - (6 - i) * 4000, 6.0, 8000, 2000.0, 1333.0) for i in range(6))
+    v = JobView(job="j", now_ms=NOW, window_s=30.0, stages=(st,), batches=overran, executors=4, slots=4,
+                constraints=(ConstraintStats("c", None, 8.0, 5.0, latency_s=7.0),),
+                last_decision_ms={"executors": NOW - 10_000})
+    # arrivals 2000 rows/s over 2000 rows per busy slot-second → 1 busy slot; on the 4-slot pool ρ = 0.25
+    assert KingmanPolicy().plan(v, CFG)["constraints"]["c"]["bottleneck"] is False
+    quiet = JobView(**{**v.__dict__, "last_decision_ms": {"executors": NOW - 40_000}})
+    assert KingmanPolicy().plan(quiet, CFG)["constraints"]["c"]["bottleneck"] is True
+    off = CFG.model_copy(update={"settle_after_change": False})
+    assert KingmanPolicy().plan(v, off)["constraints"]["c"]["bottleneck"] is True
+
+
+def test_rho_is_taken_on_the_pool_the_job_has_now():
+    # the stage last ran on 2 slots at ρ = 1.2 (arrivals 4800 rows/s over 2000 per busy slot-second · 2)
+    st = stage(util=0.9, p=2, records=3600.0)
+    assert arrival_rho(view(st, rate=4800.0), st, st) == pytest.approx(1.2)
+    # on those 2 executors: a bottleneck, Eq. 4.12 → max(4, ⌈2·2·1.2⌉) = 5
+    (p,) = KingmanPolicy().evaluate(view(st, executors=2, rate=4800.0), CFG)
+    assert p.value == 5
+    # 6 executors registered since (ρ = 0.4 on the pool): no bottleneck; the model, anchored at the old
+    # run's ρ ≥ 1, cannot split the latency, so no decision until a stage has run on the new pool
+    assert KingmanPolicy().plan(view(st, executors=6, rate=4800.0), CFG) is None
+    assert KingmanPolicy().evaluate(view(st, executors=6, rate=4800.0), CFG) == []
+
+
+def test_arrival_rate_span():
+    # batches at 2000 rows/s, then the latest two at 8000: a 10 s span sees the new rate, 30 s the mix
+    bs = tuple(BatchStats(i, NOW - (6 - i) * 4000 - 500, 2.0, 8000 if i < 4 else 32000, 2000.0 if i < 4 else 8000.0,
+                          4000.0) for i in range(6))
+    st = stage(util=0.5, records=4000.0)
+    v = JobView(job="j", now_ms=NOW, window_s=30.0, stages=(st,), batches=bs, executors=2, slots=2,
+                constraints=(ConstraintStats("c", None, 8.0, 5.0, latency_s=5.0),))
+    tpr = 4000.0 / (0.5 * 2)
+    assert arrival_rho(v, st, st, 10.0) == pytest.approx(8000.0 / (tpr * 2))
+    assert arrival_rho(v, st, st, 30.0) == pytest.approx((4 * 8000 + 2 * 32000) / (6 * 4.0) / (tpr * 2))
