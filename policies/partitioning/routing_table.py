@@ -58,6 +58,7 @@ class Stats:
     instances: int
     table: Mapping[int, int] = field(default_factory=dict)
     discretisation_r: int = 0
+    fixed: Optional[np.ndarray] = None   # keys that never move (e.g. a residual load per instance)
 
     def __post_init__(self):
         c = np.asarray(self.cost, dtype=float); s = np.asarray(self.state, dtype=float)
@@ -78,6 +79,12 @@ class Stats:
             s = discretised_values(s, self.discretisation_r)
         object.__setattr__(self, "cost", c); object.__setattr__(self, "state", s)
         object.__setattr__(self, "hashed", h); object.__setattr__(self, "table", table)
+        fixed = np.zeros(len(c), dtype=bool) if self.fixed is None else np.asarray(self.fixed, dtype=bool)
+        if fixed.shape != c.shape:
+            raise ValueError("fixed needs one flag per key")
+        if any(fixed[k] for k in table):
+            raise ValueError("a fixed key cannot have a table entry")
+        object.__setattr__(self, "fixed", fixed)
 
     @property
     def keys(self) -> int:
@@ -190,7 +197,7 @@ def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) 
             for k in order[owner_in_order == d].tolist():
                 if loads[d] <= U + EPS:
                     break
-                if c[k] <= 0:
+                if c[k] <= 0 or stats.fixed[k]:
                     continue
                 loads[d] -= c[k]; owner[k] = -1; table.pop(k, None); candidates.append(k)
     if not candidates:
@@ -199,7 +206,7 @@ def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) 
     placed = owner >= 0
     owner_in_order = owner[order]
     for d in range(N):
-        residents[d] = order[(owner_in_order == d) & placed[order]].tolist()
+        residents[d] = order[(owner_in_order == d) & placed[order] & ~stats.fixed[order]].tolist()
     bumped = np.zeros(stats.keys, dtype=bool)
     heap = [(int(rank[k]), k) for k in candidates]
     heapq.heapify(heap)
@@ -347,13 +354,14 @@ def _evaluate(name: str, stats: Stats, table: dict, theta_max: float, status: st
 def exact_plan(stats: Stats, theta_max: float, table_max: int, node_budget: int = 200_000) -> Optional[RoutingPlan]:
     """Branch and bound: a balanced assignment with at most ``table_max`` keys off their hash
     instance and least migration cost, or None (none exists, or the node budget ran out). Keys
-    with c = 0 stay where they are (moving them cannot help balance)."""
+    with c = 0 (moving them cannot help balance) and fixed keys stay where they are."""
     N, c, h, S = stats.instances, stats.cost, stats.hashed, stats.state
     U = _bound(stats, theta_max) + EPS
     old = assignment(h, stats.table)
-    live = [k for k in cost_order(stats).tolist() if c[k] > 0]
-    loads = np.zeros(N)
-    fixed_entries = sum(1 for k in range(stats.keys) if c[k] <= 0 and old[k] != h[k])
+    live = [k for k in cost_order(stats).tolist() if c[k] > 0 and not stats.fixed[k]]
+    staying = [k for k in range(stats.keys) if stats.fixed[k] or c[k] <= 0]
+    loads = np.bincount(old[staying], weights=c[staying], minlength=N).astype(float) if staying else np.zeros(N)
+    fixed_entries = sum(1 for k in staying if old[k] != h[k])
     best: list = [math.inf, None]
     choice = [0] * len(live)
     nodes = [0]
