@@ -25,10 +25,12 @@ state arrive at the new owner in the same batch. Every key's running count (summ
 groups) is exactly the count without re-routing.
 
 Who decides the table: ``applier`` takes ``partition_plan`` directives from the control plane
-(``{"algorithm": "mixed-routing", "partitions": P, "table": {key: instance}}``), installed at the
-next batch boundary; without a directive (or with ``planner`` set) the driver plans after every
-batch with the named routing-table partitioner (``mixed`` by default) on that batch's per-key
-counts, one state row per key as S(k).
+(the ``mixed-routing`` policy: ``{"algorithm": "mixed-routing", "partitions": P, "table": {key:
+instance}}``), installed at the next batch boundary; ``report`` (e.g. the reporter's
+``offer_partition_stats``) receives each batch's per-key counts and per-partition loads for that
+policy. With ``planner`` set (and no directive pending) the driver itself plans after every batch
+with the named routing-table partitioner (``mixed`` by default) on that batch's per-key counts,
+one state row per key as S(k); ``planner=None`` leaves the table to the control plane.
 
 Units: loads and counts are records; ``*_s`` are driver wall seconds.
 """
@@ -129,6 +131,19 @@ class BatchRouting:
     table_size: int = 0
     plan_status: Optional[str] = None
     driver_s: float = 0.0
+    key_counts: dict = field(default_factory=dict)   # records per key in this batch
+
+    def partition_record(self, top_keys: int = 1000) -> dict:
+        """The batch in the wire form (``policies.wire.PartitionStatsRecord``) for the reporter
+        (``Reporter.offer_partition_stats``): the ``top_keys`` most frequent keys, the rest summarised."""
+        ranked = sorted(self.key_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        top, rest = ranked[:top_keys], ranked[top_keys:]
+        P = len(self.loads)
+        return {"batch_id": self.batch_id, "algorithm": "mixed-routing", "source": "routing-table",
+                "partitions": P, "reduce": P, "tuples": int(sum(self.loads)), "keys": len(ranked), "exact": True,
+                "key_counts": [[k, int(c)] for k, c in top], "other_keys": len(rest),
+                "other_tuples": int(sum(c for _, c in rest)), "block_loads": [int(x) for x in self.loads],
+                "max_mean_load": self.max_mean, "processing_ms": round(self.driver_s * 1000, 3)}
 
 
 class RoutedCount:
@@ -142,14 +157,15 @@ class RoutedCount:
     """
 
     def __init__(self, spark, key: str, partitions: int, state_dir: str | Path, planner: Optional[str] = "mixed",
-                 planner_options: Optional[dict] = None, on_batch: Optional[Callable[[BatchRouting], None]] = None):
+                 planner_options: Optional[dict] = None, on_batch: Optional[Callable[[BatchRouting], None]] = None,
+                 report: Optional[Callable[[dict], None]] = None):
         self.spark, self.key, self.partitions = spark, key, int(partitions)
         self.store = VersionStore(state_dir)
         self.planner = None
         if planner:
             self.planner = get_partitioner(planner, **(planner_options or {}))
             self.planner.use_hash(spark_instances)
-        self.on_batch = on_batch
+        self.on_batch, self.report = on_batch, report
         self.table: dict[str, int] = {}
         self.tokens: dict[str, int] = {}
         self.latest: dict[tuple[int, str], int] = {}   # (token, key) -> running count in the state store
@@ -243,16 +259,22 @@ class RoutedCount:
         mean = loads.mean() if loads.sum() else 0
         moved_now = {k: c for k, _, _, c in self.store.read(self.version)["migrations"]}
         record = BatchRouting(batch_id, self.version, loads.tolist(), float(loads.max() / mean) if mean else 1.0,
-                              moved_now, len(self.table))
+                              moved_now, len(self.table), key_counts=dict(deltas))
+        record.driver_s = time.perf_counter() - t0
+        self.history.append(record)
+        if self.report is not None:                 # statistics out before the next table is chosen,
+            try:                                    # so a directive arriving now applies to the next batch
+                self.report(record.partition_record())
+            except Exception:  # reporting must never fail the batch
+                pass
+        if self.on_batch is not None:
+            self.on_batch(record)
         new_table = self._next_table(deltas, record)
         if new_table is not None and new_table != self.table:
             self._install(new_table, batch_id + 1)
         elif self.store.read(self.version)["migrations"]:
             self._install(self.table, batch_id + 1)          # the moves happened once, in this batch
         record.driver_s = time.perf_counter() - t0
-        self.history.append(record)
-        if self.on_batch is not None:
-            self.on_batch(record)
 
     def _next_table(self, deltas: Mapping[str, int], record: BatchRouting) -> Optional[dict]:
         with self._lock:

@@ -7,6 +7,7 @@ state is on the new partition only, and every key's count equals a plain ``group
 over the same stream."""
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -100,3 +101,55 @@ def test_routed_count_under_drift_moves_state_and_matches_hash_run(spark, tmp_pa
     # exactly the counts of the plain hash-partitioned run
     assert rc.counts() == expected
     assert sum(expected.values()) == sum(sum(c.values()) for c in phases)
+
+
+def test_mixed_routing_policy_drives_the_job_through_the_applier(spark, tmp_path):
+    """planner=None: after each batch the job's partition record (validated as the wire's
+    PartitionStatsRecord) goes into a JobView, the ``mixed-routing`` policy proposes a table and
+    the job's applier installs it for the next batch."""
+    from policies.base import DirectiveState, JobView, PartitionBatchStats
+    from policies.registry import get_policy, validate_config
+    from policies.wire import PartitionStatsRecord
+
+    counts = phase_counts(["h1", "h2", "h3"])
+    flat = tmp_path / "in"
+    flat.mkdir()
+    for b in range(3):
+        rows = [k for k, c in counts.items() for _ in range(c)]
+        random.Random(b).shuffle(rows)
+        spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1).write.parquet(str(tmp_path / f"p{b}"))
+        f = flat / f"b{b}.parquet"
+        f.write_bytes(next((tmp_path / f"p{b}").glob("*.parquet")).read_bytes())
+        os.utime(f, (1_700_000_000 + 10 * b,) * 2)
+
+    policy = get_policy("mixed-routing")
+    cfg = validate_config(policy, {"theta_max": THETA, "state_unit": "rows"})
+    stats, directive, decisions = [], {}, []
+
+    def on_batch(record):
+        wire = PartitionStatsRecord.model_validate_json(json.dumps(record.partition_record()))
+        stats.append(PartitionBatchStats(batch_id=wire.batch_id, received_ms=wire.batch_id, algorithm=wire.algorithm,
+                                         partitions=wire.partitions, reduce=wire.reduce, tuples=wire.tuples,
+                                         keys=wire.keys, key_counts=tuple(map(tuple, wire.key_counts)),
+                                         other_keys=wire.other_keys, other_tuples=wire.other_tuples,
+                                         block_loads=tuple(wire.block_loads), max_mean_load=wire.max_mean_load))
+        d = {"partition_plan": DirectiveState("partition_plan", 1, directive["v"], 1, "applied")} if directive else {}
+        props = policy().evaluate(JobView("j", 0, 60, partition_stats=tuple(stats), directives=d), cfg)
+        for p in props:
+            directive["v"] = p.value
+            decisions.append(rc.applier(p.value))
+
+    rc = RoutedCount(spark, "key", P, tmp_path / "routing", planner=None, on_batch=on_batch)
+    src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
+    q = rc.start(src, str(tmp_path / "ckpt"))
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    h = rc.history
+    assert len(h) == 3 and decisions and decisions[0][0] == "applied"
+    assert h[0].max_mean > 1 + THETA and h[1].moved
+    assert h[1].max_mean <= 1 + THETA + 1e-9 and h[2].max_mean <= 1 + THETA + 1e-9
+    assert rc.placement_errors == []
+    assert rc.counts() == {k: 3 * c for k, c in counts.items()}
+    assert rc.applier({"table": {"h1": 9}})[0] == "failed"
