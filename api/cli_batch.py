@@ -24,8 +24,10 @@ from api.cli_extra import bench
               help="Real Spark: seconds per rate phase (rate, 2x rate, rate).")
 @click.option("--spark-rate", default=1000.0, show_default=True, type=click.FloatRange(1),
               help="Real Spark: rows/s before and after the step.")
+@click.option("--spark-cost-per-row", default=2e-4, show_default=True, type=click.FloatRange(0),
+              help="Real Spark: seconds the sink sleeps per row (p = Spark's overhead + c·N).")
 def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no_plot: bool, with_spark: bool,
-                       spark_phase_seconds: float, spark_rate: float) -> None:
+                       spark_phase_seconds: float, spark_rate: float, spark_cost_per_row: float) -> None:
     """Batch-interval controllers on a queueing simulation of a micro-batch system (and real Spark)."""
     from bench.batch_sizing import run_bench
 
@@ -37,7 +39,7 @@ def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no
     if with_spark:
         from bench.batch_sizing_spark import format_spark_table, run_spark_bench
 
-        spark_report = run_spark_bench(rate=spark_rate, phase_s=spark_phase_seconds,
+        spark_report = run_spark_bench(rate=spark_rate, phase_s=spark_phase_seconds, cost_per_row_s=spark_cost_per_row,
                                        log=lambda m: click.echo(m, err=True))
         path = os.path.join(out_dir, "batch_sizing_spark.json")
         Path(path).write_text(json.dumps(spark_report, indent=1))

@@ -104,6 +104,7 @@ class QuerySupervisor:
         self.clock = clock
         self._lock = threading.RLock()
         self._last_restart: Optional[float] = None
+        self._known_last_batch: Optional[int] = None  # survives restarts whose new run ran no batch yet
         self.results: list[RestartResult] = []
         self._query = build(dict(self.settings))
 
@@ -133,6 +134,8 @@ class QuerySupervisor:
             self._wait_between_batches()
             self._query.stop()
             previous = _last_batch_id(self._query)
+            if previous is None or (self._known_last_batch is not None and previous < self._known_last_batch):
+                previous = self._known_last_batch
             settings = {**self.settings, **changes}
             self._query = self.build(dict(settings))
             self.settings = settings
@@ -140,6 +143,7 @@ class QuerySupervisor:
             self._last_restart = self.clock()
             resumed = self._first_batch_id(self._query)
             verified = resumed is not None and resumed == (previous + 1 if previous is not None else 0)
+            self._known_last_batch = previous
             result = RestartResult(previous, resumed, cost, verified, dict(settings))
             self.results.append(result)
             if resumed is not None and not verified:

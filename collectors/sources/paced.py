@@ -141,17 +141,6 @@ def _source_classes():
         def commit(self, end: dict) -> None:
             pass
 
-    class PacedZipfDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "zipf-paced"
-
-        def schema(self) -> str:
-            return ZIPF_SCHEMA
-
-        def streamReader(self, schema):
-            return PacedZipfStreamReader(self.options)
-
     class PacedFilesStreamReader(DataSourceStreamReader):
         def __init__(self, options: dict):
             self.path = options.get("path")
@@ -204,18 +193,22 @@ def _source_classes():
         def commit(self, end: dict) -> None:
             pass
 
-    class PacedFilesDataSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "paced-files"
+    def data_source(format_name: str, schema_ddl: str, reader):
+        class PacedDataSource(DataSource):
+            @classmethod
+            def name(cls) -> str:
+                return format_name
 
-        def schema(self) -> str:
-            return FILES_SCHEMA
+            def schema(self) -> str:
+                return schema_ddl
 
-        def streamReader(self, schema):
-            return PacedFilesStreamReader(self.options)
+            def streamReader(self, schema):
+                return reader(self.options)
 
-    return PacedZipfDataSource, PacedFilesDataSource
+        return PacedDataSource
+
+    return (data_source("zipf-paced", ZIPF_SCHEMA, PacedZipfStreamReader),
+            data_source("paced-files", FILES_SCHEMA, PacedFilesStreamReader))
 
 
 def register_paced_sources(spark) -> None:
