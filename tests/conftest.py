@@ -34,7 +34,6 @@ def require(ok: bool, what: str) -> None:
     pytest.skip(f"missing component: {what}")
 
 
-
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'sg.db'}"
