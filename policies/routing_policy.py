@@ -9,7 +9,8 @@ are placed per instance as immovable residual load (the measured block loads min
 keys' loads under the current table). The trigger is the balance constraint (digest §8 A2): only
 when some instance exceeds (1 + θmax)·L̄ under the current table is ``algorithm`` (``mixed`` by
 default; ``mintable``/``minmig`` for comparison) run, and a new table is proposed only when it
-differs. h(k) is Spark's ``pmod(hash(0, key), P)`` (``hash="spark"``, the routed job of
+differs — and, when no balanced table within Amax exists, only if it lowers the maximum load
+(digest §8 A6). h(k) is Spark's ``pmod(hash(0, key), P)`` (``hash="spark"``, the routed job of
 ``collectors.routing``) or crc32 mod P (``"crc32"``).
 
 The value: ``{"algorithm": "mixed-routing", "partitions": P, "table": {key: instance}, …}`` with
@@ -27,6 +28,7 @@ from pydantic import Field
 
 from policies.base import JobView, Policy, Proposal
 from policies.partitioning.base import stable_hashes
+from policies.partitioning.routing_plan import keep_new
 from policies.partitioning.routing_table import ALGORITHMS, BETA, THETA_MAX, Stats, assignment, instance_loads
 from policies.partitioning.spark_hash import spark_partition
 from policies.safety import SafetyConfig
@@ -108,7 +110,7 @@ class MixedRoutingPolicy(Policy):
             kwargs["table_max"] = config.table_max
         plan = fn(st, config.theta_max, **kwargs)
         new_table = {keys[k]: int(d) for k, d in sorted(plan.table.items())}
-        if new_table == old_table:
+        if new_table == old_table or not keep_new(plan, loads):
             return []
         predicted = plan.max_theta + 1
         out = {"algorithm": "mixed-routing", "partitions": P, "table": new_table, "status": plan.status,

@@ -185,7 +185,7 @@ def feasible_within(stats: Stats, theta: float, amax: int) -> bool:
     return False
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(instances())
 def test_properties(inst):
     s, theta, amax = inst

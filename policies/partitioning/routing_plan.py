@@ -8,7 +8,9 @@ key, F(k) = A[k] if present else ``crc32(key) mod P``. The instance keeps the ta
 - c(k) = the key's tuples in the statistics batch; S(k, w) = its tuples over the last ``window``
   batches (the state a windowed operator keeps; digest §8 A12 allows rows as the unit).
 - Trigger (digest §8 A2): the table is rebuilt only when the current table leaves some instance
-  above (1 + θmax)·L̄ on the statistics; otherwise it is kept and nothing migrates.
+  above (1 + θmax)·L̄ on the statistics; otherwise it is kept and nothing migrates. A plan that
+  is not balanced within Amax (e.g. one key above the bound) replaces the table only if it lowers
+  the maximum load (digest §8 A6); ``last.status`` still says what the algorithm found.
 - ``plan_on="current"`` (default, the offline ``plan`` command): the batch given is the
   statistics window, the table is planned on it and applied to it. ``plan_on="previous"`` (a
   running stream, the paper's protocol): the batch is routed with the table planned on the
@@ -37,6 +39,15 @@ from policies.partitioning.routing_table import (ALGORITHMS, BETA, THETA_MAX, Ro
 def crc32_instances(keys, partitions: int) -> np.ndarray:
     """The default hash fallback h(k) = crc32(key) mod P (the ``hash`` baseline's block)."""
     return stable_hashes(tuple(keys)) % partitions if len(keys) else np.zeros(0, dtype=np.int64)
+
+
+VALID = ("ok", "fallback_mintable", "exact")
+
+
+def keep_new(plan: RoutingPlan, old_loads: np.ndarray) -> bool:
+    """Apply a plan if it is valid, or if it at least lowers the maximum load (digest §8 A6: when
+    no balanced table within Amax exists, keep the old table unless the new one is better)."""
+    return plan.status in VALID or float(plan.loads.max(initial=0)) < float(old_loads.max(initial=0)) - 1e-9
 
 
 class RoutingOptions(PartitionerOptions):
@@ -116,6 +127,10 @@ class _RoutingTablePartitioner(Partitioner):
                 kwargs["table_max"] = o.table_max
             plan = fn(stats, o.theta_max, **kwargs)
             self.rebuilt = True
+            if not keep_new(plan, loads):     # digest §8 A6: an unbalanced plan that is no better
+                plan = RoutingPlan(self.algorithm, dict(stats.table), owner, loads, bound,
+                                   np.zeros(0, dtype=np.int64), 0.0, plan.status, plan.trials)
+                self.rebuilt = False
         self.table = {keys[k]: d for k, d in plan.table.items()}
         self.last, self.last_keys = plan, keys
         self.history.append(dict(counts))

@@ -353,13 +353,14 @@ def _evaluate(name: str, stats: Stats, table: dict, theta_max: float, status: st
 
 def exact_plan(stats: Stats, theta_max: float, table_max: int, node_budget: int = 200_000) -> Optional[RoutingPlan]:
     """Branch and bound: a balanced assignment with at most ``table_max`` keys off their hash
-    instance and least migration cost, or None (none exists, or the node budget ran out). Keys
-    with c = 0 (moving them cannot help balance) and fixed keys stay where they are."""
+    instance and least migration cost, or None (none exists, or the node budget ran out). Fixed
+    keys stay; a key with c = 0 either stays or moves back to h(k) (dropping its entry)."""
     N, c, h, S = stats.instances, stats.cost, stats.hashed, stats.state
     U = _bound(stats, theta_max) + EPS
     old = assignment(h, stats.table)
-    live = [k for k in cost_order(stats).tolist() if c[k] > 0 and not stats.fixed[k]]
-    staying = [k for k in range(stats.keys) if stats.fixed[k] or c[k] <= 0]
+    # keys with load first (cost order), then zero-cost keys with a table entry (keep it or drop it)
+    live = [k for k in cost_order(stats).tolist() if not stats.fixed[k] and (c[k] > 0 or old[k] != h[k])]
+    staying = [k for k in range(stats.keys) if stats.fixed[k] or (c[k] <= 0 and old[k] == h[k])]
     loads = np.bincount(old[staying], weights=c[staying], minlength=N).astype(float) if staying else np.zeros(N)
     fixed_entries = sum(1 for k in staying if old[k] != h[k])
     best: list = [math.inf, None]
@@ -374,7 +375,8 @@ def exact_plan(stats: Stats, theta_max: float, table_max: int, node_budget: int 
             best[0], best[1] = mig, list(choice)
             return
         k = live[i]
-        for d in sorted(range(N), key=lambda d: (d != old[k], d != h[k], loads[d], d)):
+        options = range(N) if c[k] > 0 else sorted({int(old[k]), int(h[k])})
+        for d in sorted(options, key=lambda d: (d != old[k], d != h[k], loads[d], d)):
             e = entries + (d != h[k])
             if loads[d] + c[k] > U or e > table_max:
                 continue
