@@ -80,12 +80,15 @@ def test_fixed_point_restabilizes_after_rate_step_and_matches_static_run(spark, 
         after_step = [b for b in progress_batches(query) if b.trigger_ms > step_ms]
         k = stable_pair_index(after_step)
         trace = [(b.batch_id, b.interval_s, round(b.processing_s, 2)) for b in after_step]
+        print("after the step (batch id, interval s, processing s):", trace)
         assert k is not None and k <= 4, trace  # stable again on consecutive batches within 5 batches
         high = [b.interval_s for b in after_step]
         fall_ms = int(time.time() * 1000)
         write_rate(rate_file, RATE)
         wait_for(lambda: any(b.interval_s < max(high) for b in progress_batches(query)
                              if b.trigger_ms > fall_ms + 1000), 300, 0.5, "a shorter interval after the fall")
+        print("after the fall:", [(b.batch_id, b.interval_s, round(b.processing_s, 2))
+                                  for b in progress_batches(query) if b.trigger_ms > fall_ms])
         # visible in the API and /metrics: the applied interval and each batch's interval and processing time
         directives = requests.get(f"{plane.url}/api/v1/jobs/{job}/directives", timeout=10).json()
         wait_for(lambda: any(d["knob"] == "batch_interval" and d["status"] == "applied" for d in
