@@ -6,8 +6,9 @@ partitioner) and, in ``foreachBatch``, runs ``collectors.partition_plan.PlanRunn
 pass, plan on the driver from the batch's exact counts, Map blocks placed with
 ``repartitionById``, per-record Map work, partial aggregation per block, Reduce by the plan's
 buckets. The per-record work is a Python UDF that burns ``work_loops`` iterations of arithmetic
-per record (``work="cpu"``) or waits ``work_us`` microseconds per record (``work="wait"``, an
-I/O-bound call such as a lookup), so the slowest Map block decides the batch time. Batch
+per record (``work="cpu"``) or waits ``work_us`` microseconds per record without using the CPU
+(``work="wait"``, a latency-bound call such as a lookup; slept in pieces of at least 1 ms), so the
+slowest Map block decides the batch time. Batch
 processing time = wall seconds of the whole ``foreachBatch`` (statistics, planning, Map, Reduce,
 result materialized). The median over batches (the first, warm-up batch excluded) is compared:
 ratio = median(hash) / median(prompt). Goal: ≥ 1.5.
@@ -64,10 +65,13 @@ def per_record_work(work: str, work_loops: int, work_us: float):
                 x = (x * 31 + i) % 1000003
             return x
     else:
+        owed = [0.0]  # per Python worker: waiting owed, slept in ≥ 1 ms pieces (sleep granularity)
+
         def f(v):
-            t = time.perf_counter() + work_us / 1e6
-            while time.perf_counter() < t:
-                time.sleep(0)
+            owed[0] += work_us / 1e6
+            if owed[0] >= 1e-3:
+                time.sleep(owed[0])
+                owed[0] = 0.0
             return v
     return udf(f, LongType())
 

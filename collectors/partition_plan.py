@@ -103,9 +103,8 @@ def realize(plan: Mapping, batch: KeyCounts) -> PartitionPlan:
     hashes = stable_hashes(batch.keys)
     block = hashes % P
     bucket = hashes % R
-    fk, fb, fc = [np.arange(K, dtype=np.int64)], [block], [batch.counts.copy()]
     whole = np.ones(K, dtype=bool)
-    xk, xb, xc = [], [], []
+    xk, xb, xc = [], [], []  # fragments of the keys the plan splits
     for i, key in enumerate(batch.keys):
         entry = assignment.get(key)
         if entry is None:
@@ -119,10 +118,10 @@ def realize(plan: Mapping, batch: KeyCounts) -> PartitionPlan:
         for (b, _), n in zip(frags, _largest_remainder(int(batch.counts[i]), [int(c) for _, c in frags])):
             if n:
                 xk.append(i); xb.append(int(b) % P); xc.append(n)
-    fk[0], fb[0], fc[0] = fk[0][whole], block[whole], fc[0][whole]
-    frags = Fragments(np.concatenate([fk[0], np.asarray(xk, dtype=np.int64)]),
-                      np.concatenate([fb[0], np.asarray(xb, dtype=np.int64)]),
-                      np.concatenate([fc[0], np.asarray(xc, dtype=np.int64)]))
+    keys = np.arange(K, dtype=np.int64)
+    frags = Fragments(np.concatenate([keys[whole], np.asarray(xk, dtype=np.int64)]),
+                      np.concatenate([block[whole], np.asarray(xb, dtype=np.int64)]),
+                      np.concatenate([batch.counts[whole], np.asarray(xc, dtype=np.int64)]))
     return PartitionPlan(str(plan.get("algorithm", "directive")), P, R, batch.keys, batch.counts, frags, bucket,
                          dict(plan.get("options") or {}))
 
