@@ -24,6 +24,7 @@ from pydantic import Field
 from policies.base import JobView, Policy, Proposal
 from policies.partitioning.base import stable_hashes
 from policies.partitioning.dalton import MicroBatchAgent
+from policies.plan_inputs import measured_balance, unplanned_batches
 from policies.safety import SafetyConfig
 
 
@@ -57,14 +58,10 @@ class DaltonPolicy(Policy):
     description = "Dalton (PVLDB'22): contextual-bandit split of heavy hitters, hash for the rest"
 
     def evaluate(self, view: JobView, config: DaltonConfig) -> list[Proposal]:
-        stats = [s for s in getattr(view, "partition_stats", ()) if s.key_counts]
-        if not stats:
+        found = unplanned_batches(view)
+        if found is None:
             return []
-        latest = stats[-1]
-        current = view.directives.get("partition_plan")
-        based = (current.value or {}).get("based_on", {}) if current is not None and isinstance(current.value, dict) else {}
-        if based.get("received_ms") == latest.received_ms and based.get("batch_id") == latest.batch_id:
-            return []
+        stats, latest = found.stats, found.latest
         P = int(latest.partitions or config.partitions)
         R = int(config.reduce or latest.reduce or P)
         agent = MicroBatchAgent(P, seed=config.seed, decisions_per_key=config.decisions_per_key,
@@ -86,7 +83,7 @@ class DaltonPolicy(Policy):
         value = {"algorithm": "dalton", "partitions": P, "reduce": R, "assignment": assignment,
                  "options": {"seed": config.seed, "epsilon": config.epsilon, "gamma": config.gamma},
                  "q_table": {k: [round(q, 6) for q in row] for k, row in sorted(agent.Q.items())},
-                 "based_on": {"batch_id": latest.batch_id, "received_ms": latest.received_ms}}
+                 "based_on": found.based_on()}
         inputs = {"batches_replayed": len(stats), "tuples": latest.tuples, "keys": latest.keys,
                   "hot_keys": sorted(assignment), "measured_max_mean_load": latest.max_mean_load}
         reason = (f"Dalton from {len(stats)} batches (latest {latest.batch_id}): {len(assignment)} hot keys split, "
@@ -94,7 +91,4 @@ class DaltonPolicy(Policy):
         return [Proposal("partition_plan", value, reason, inputs, {"max_mean_load": predicted})]
 
     def observe(self, view: JobView, knob: str, config: DaltonConfig) -> dict:
-        stats = getattr(view, "partition_stats", ())
-        if not stats or stats[-1].max_mean_load is None:
-            return {}
-        return {"max_mean_load": stats[-1].max_mean_load}
+        return measured_balance(view)

@@ -31,6 +31,7 @@ from policies.partitioning.base import stable_hashes
 from policies.partitioning.routing_plan import keep_new
 from policies.partitioning.routing_table import ALGORITHMS, BETA, THETA_MAX, Stats, assignment, instance_loads
 from policies.partitioning.spark_hash import spark_partition
+from policies.plan_inputs import measured_balance, unplanned_batches
 from policies.safety import SafetyConfig
 
 
@@ -61,15 +62,10 @@ class MixedRoutingPolicy(Policy):
     description = "Fang et al. (HPDC'17) Mixed routing table: balance within θmax, |A| ≤ Amax, least state migration"
 
     def evaluate(self, view: JobView, config: MixedRoutingConfig) -> list[Proposal]:
-        stats = [s for s in getattr(view, "partition_stats", ()) if s.key_counts]
-        if not stats:
+        found = unplanned_batches(view)
+        if found is None:
             return []
-        latest = stats[-1]
-        current = view.directives.get("partition_plan")
-        value = current.value if current is not None and isinstance(current.value, dict) else {}
-        based = value.get("based_on", {})
-        if based.get("received_ms") == latest.received_ms and based.get("batch_id") == latest.batch_id:
-            return []
+        stats, latest, value = found.stats, found.latest, found.current
         P = int(config.partitions or latest.partitions)
         old_table = {str(k): int(d) for k, d in (value.get("table") or {}).items() if 0 <= int(d) < P}
         recent = stats[-config.window:]
@@ -117,7 +113,7 @@ class MixedRoutingPolicy(Policy):
                "planner": config.algorithm, "theta_max": config.theta_max, "table_max": config.table_max,
                "predicted_loads": plan.loads.tolist(), "migration_cost": plan.migration,
                "moved": [keys[k] for k in plan.moved.tolist() if k < len(keys)],
-               "based_on": {"batch_id": latest.batch_id, "received_ms": latest.received_ms}}
+               "based_on": found.based_on()}
         reason = (f"{config.algorithm} routing table from batch {latest.batch_id}: max/mean "
                   f"{inputs['max_mean_load']:.3f} > {1 + config.theta_max:.3f}; new table {len(new_table)} entries, "
                   f"{len(out['moved'])} keys move ({plan.migration:g} state {config.state_unit}), "
@@ -125,7 +121,4 @@ class MixedRoutingPolicy(Policy):
         return [Proposal("partition_plan", out, reason, inputs, {"max_mean_load": predicted})]
 
     def observe(self, view: JobView, knob: str, config: MixedRoutingConfig) -> dict:
-        stats = getattr(view, "partition_stats", ())
-        if not stats or stats[-1].max_mean_load is None:
-            return {}
-        return {"max_mean_load": stats[-1].max_mean_load}
+        return measured_balance(view)
