@@ -155,3 +155,23 @@ def test_drift_bench_tiny(tmp_path):
     assert set(series) == {"hash", "dalton", "mixed", "mintable"} and all(len(v) == 4 for v in series.values())
     assert all(row["table_size"] is not None for row in series["mixed"]) and png.exists()
     assert "max/mean" in r.output
+
+
+def test_routed_count_restore_pins_the_version_of_the_first_uncommitted_batch(tmp_path):
+    """A restarted query replays batch 4 (commits 0..3 exist): it must use the version in force
+    for batch 4 (v2, effective from 2), not the later v3 (from 5); tokens route to the table."""
+    from collectors.routing import RoutedCount, VersionStore, tokens_for
+    store = VersionStore(tmp_path / "rt")
+    tables = [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 3}]
+    for v, (eff, table) in enumerate(zip((0, 1, 2, 5), tables)):
+        store.write({"version": v, "effective_from_batch": eff, "table": table,
+                     "tokens": tokens_for(table, 4), "migrations": []})
+    (tmp_path / "ckpt" / "commits").mkdir(parents=True)
+    for b in range(4):
+        (tmp_path / "ckpt" / "commits" / str(b)).write_text("v1")
+    rc = RoutedCount(None, "key", 4, tmp_path / "rt", planner=None)
+    assert rc.version == 3                          # current.json before the restart
+    rc.restore(str(tmp_path / "ckpt"))
+    assert rc.version == 2 and rc.table == {"a": 1, "b": 2} and store.read()["version"] == 2
+    for k, d in rc.table.items():
+        assert spark_partition(4, rc.tokens.get(k, 0), k) == d
