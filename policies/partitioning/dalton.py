@@ -406,7 +406,8 @@ class MicroBatchAgent:
             self.past_loads.popleft()
         self.records_since_sync += int(np.sum(counts))
         self.loads_since_sync += np.asarray(batch_load, dtype=np.int64)
-        top = np.argsort(-np.asarray(counts), kind="stable")[: self.n]
+        counts = np.asarray(counts)
+        top = np.argpartition(-counts, self.n)[: self.n] if len(counts) > self.n else np.arange(len(counts))
         for i in top.tolist():
             self.top_since_sync[keys[i]] = self.top_since_sync.get(keys[i], 0) + int(counts[i])
         self.batch_no += 1
