@@ -202,8 +202,10 @@ class RoutedCount:
             writer = writer.queryName(query_name)
         return writer.start()
 
-    def restore(self, checkpoint: str) -> None:
-        """Point ``current.json`` at the version in force for the first uncommitted batch."""
+    def restore(self, checkpoint: str, read_state: bool = True) -> None:
+        """Point ``current.json`` at the version in force for the first uncommitted batch and
+        (``read_state``) reload the running count of every group from the checkpoint's state
+        store (Spark's ``statestore`` data source), which later state moves need."""
         commits = Path(checkpoint) / "commits"
         if not commits.is_dir():
             return
@@ -216,6 +218,19 @@ class RoutedCount:
             doc = versions[-1]
             self.store.write(doc)
             self.version, self.table, self.tokens = doc["version"], doc["table"], doc["tokens"]
+        if read_state and self.spark is not None:
+            self.latest = {(t, k): c for t, k, c, _ in self.state_rows(checkpoint)}
+
+    def state_rows(self, checkpoint: str) -> list[tuple[int, str, int, int]]:
+        """(token, key, running count, state-store partition) of every group in the checkpoint's
+        state as of the last committed batch (read with Spark's ``statestore`` data source)."""
+        df = self.spark.read.format("statestore").load(checkpoint)
+        out = []
+        for r in df.collect():
+            value = r["value"]
+            out.append((int(r["key"][TOKEN]), r["key"][self.key], int(value[0]) if value[0] is not None else 0,
+                        int(r["partition_id"])))
+        return out
 
     # -- the knob applier (reporter thread) --
     def applier(self, value: Any) -> tuple[str, Optional[str]]:

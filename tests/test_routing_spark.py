@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from collectors.routing import RoutedCount, spark_instances
-from policies.partitioning.spark_hash import spark_hash
+from policies.partitioning.spark_hash import spark_hash, spark_partition
 
 pytestmark = pytest.mark.spark
 
@@ -98,6 +98,14 @@ def test_routed_count_under_drift_moves_state_and_matches_hash_run(spark, tmp_pa
         owner = rc.table.get(k, int(spark_instances([k], P)[0]))
         assert rc.state_partition(k) == owner, k
     assert rc.placement_errors == []
+    # the checkpoint's state store itself: every non-zero count sits on its key's table partition,
+    # and the restart path reloads exactly these counts
+    state = rc.state_rows(str(tmp_path / "ckpt"))
+    for token, key, count, partition in state:
+        assert partition == spark_partition(P, token, key)
+        if count:
+            assert partition == rc.table.get(key, int(spark_instances([key], P)[0])), key
+    assert {(t, k): c for t, k, c, _ in state} == {g: c for g, c in rc.latest.items()}
     # exactly the counts of the plain hash-partitioned run
     assert rc.counts() == expected
     assert sum(expected.values()) == sum(sum(c.values()) for c in phases)
