@@ -161,3 +161,46 @@ def test_mixed_routing_policy_drives_the_job_through_the_applier(spark, tmp_path
     assert rc.placement_errors == []
     assert rc.counts() == {k: 3 * c for k, c in counts.items()}
     assert rc.applier({"table": {"h1": 9}})[0] == "failed"
+
+
+def test_restart_from_checkpoint_keeps_table_and_counts(spark, tmp_path):
+    """Stop after the first phase, restart a new driver-side RoutedCount on the same checkpoint:
+    it restores the pinned table version and the running counts from the state store, so the
+    re-routing after the drift still moves the right state and every count stays exact."""
+    flat = tmp_path / "in"
+    flat.mkdir()
+    phases = [phase_counts(["h1", "h2", "h3"])] * 2 + [phase_counts(["g1", "g2", "g3"])] * 2
+
+    def add(b):
+        rows = [k for k, c in phases[b].items() for _ in range(c)]
+        random.Random(b).shuffle(rows)
+        spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1).write.parquet(str(tmp_path / f"p{b}"))
+        f = flat / f"b{b}.parquet"
+        f.write_bytes(next((tmp_path / f"p{b}").glob("*.parquet")).read_bytes())
+        os.utime(f, (1_700_000_000 + 10 * b,) * 2)
+
+    def run(rc):
+        src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
+        q = rc.start(src, str(tmp_path / "ckpt"))
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+
+    opts = {"theta_max": THETA, "table_max": 100}
+    for b in (0, 1):
+        add(b)
+    first = RoutedCount(spark, "key", P, tmp_path / "routing", planner="mixed", planner_options=opts)
+    run(first)
+    for b in (2, 3):
+        add(b)
+    second = RoutedCount(spark, "key", P, tmp_path / "routing", planner="mixed", planner_options=opts)
+    run(second)
+    assert second.history[0].batch_id == 2 and second.history[0].version == first.version
+    assert second.history[1].moved and second.history[1].max_mean <= 1 + THETA + 1e-9
+    assert second.placement_errors == []
+    expected: dict = {}
+    for c in phases:
+        for k, n in c.items():
+            expected[k] = expected.get(k, 0) + n
+    assert second.counts() == expected
