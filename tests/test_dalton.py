@@ -223,6 +223,7 @@ def test_forwardable_keys():
     ag = MicroBatchAgent(4, seed=0)
     ag.route_batch(["a", "b", "c"], [90, 5, 5], np.array([0, 1, 2]))
     assert ag.forwardable(["a", "b", "c"]) == ["b", "c"]
+    assert ag.forwardable(["a", "b", "c"], cooperative=True, synced_this_slide=False) == []
     ag.end_window()
     assert ag.forwardable(["a"]) == ["a"]
 

@@ -412,10 +412,13 @@ class MicroBatchAgent:
             self.top_since_sync[keys[i]] = self.top_since_sync.get(keys[i], 0) + int(counts[i])
         self.batch_no += 1
 
-    def forwardable(self, keys: Iterable) -> list:
+    def forwardable(self, keys: Iterable, cooperative: bool = False, synced_this_slide: bool = True) -> list:
         """Key forwarding (§4.2): keys whose combiner partial of the current window is final
-        because they were never bandit-routed in it (digest §7.18). Call before
-        :meth:`end_window`."""
+        because they were never bandit-routed in it (digest §7.18). With cooperative agents the
+        paper allows forwarding only when DSYNC ≤ slide, failing safe (none) when no global Q̄
+        arrived during the slide (``synced_this_slide``). Call before :meth:`end_window`."""
+        if cooperative and not synced_this_slide:
+            return []
         return [k for k in keys if k not in self.bandit_keys_in_window]
 
     def end_window(self) -> None:
