@@ -190,3 +190,16 @@ def test_job_reports_statistics_and_applies_the_control_planes_plans(spark, star
     assert body["batches"][-1]["source"] == "directive" and body["batches"][-1]["max_mean_load"] < 1.2
     metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
     assert 'spark_governor_partition_batches_total{job="plan-job"} 4.0' in metrics
+
+
+@pytest.mark.spark
+def test_bench_spark_skew_tiny(spark):
+    from bench.spark_skew import format_report, run_spark_skew_bench
+
+    report = run_spark_skew_bench(batches=2, rows=3000, z=1.5, keys=100, cores=2, work_loops=5, spark=spark)
+    assert set(report["batches"]) == {"hash", "prompt"}
+    for algo, rows in report["batches"].items():
+        assert len(rows) == 2 and all(r["tuples"] == 3000 for r in rows)
+    assert all(r["max_mean_load"] <= 1.01 for r in report["batches"]["prompt"])
+    assert all(r["max_mean_load"] > 1.2 for r in report["batches"]["hash"])  # z = 1.5: the top key alone is ~40 %
+    assert report["ratio_hash_over_prompt"] > 0 and "ratio hash/prompt" in format_report(report)
