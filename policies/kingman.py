@@ -38,14 +38,20 @@ w_ob (in Spark the micro-batch interval is a separate knob). With ``w_ob`` set, 
 literally: ``Ŵ = (1 − w_ob)(ℓ − Σ l_v)``.
 
 **Decisions** (Algorithm 8 over the job's constraints, sorted by name): a constraint with a
-bottleneck — a stage at ρ ≥ ``bottleneck_utilization`` (0.99), or batches overrunning the
-trigger interval — doubles its slots (Eq. 4.12: ``max(2C, ⌈2Cρ⌉)``); otherwise the smallest slot
-count C meeting its budget with every stage at ≥ its 90 % utilization floor. The executors needed
+bottleneck — a stage at ρ ≥ ``bottleneck_utilization`` (0.99) on the pool the job has now, a stage
+busy ≥ 0.99 through its latest window (``latest_window_bottleneck``), or batches overrunning the
+trigger interval; the last two not within the span after an executor change
+(``settle_after_change``: a backlog keeps them high) — gets its slots per Eq. 4.12
+(``max(2C, ⌈2Cρ⌉)``), without waiting for a latency measurement; otherwise the smallest slot
+count C meeting its budget with every stage under its 90 % utilization floor. The executors needed
 are the maximum over constraints of ``⌈C / slots per executor⌉`` (stages and constraints of one
 query share one pool). Infeasible at p_max: p_max for all, and the constraint is reported
 infeasible. Then: warm-up (``warmup_windows`` statistics windows before the first decision),
-4 % hysteresis, scale-downs one executor at a time; the framework adds bounds and the cool-down
-(no scale-down within 3 intervals after a scale-up).
+4 % hysteresis, scale-downs one executor at a time and only with ``scale_down_margin`` to spare
+(:meth:`KingmanPolicy._scale_down_safe`); the framework adds bounds and the cool-down (no
+scale-down within 3 intervals after a scale-up). Under a bottleneck no latency is predicted (the
+model's wait at the current size is infinite). Measurements behind each extension of the thesis: the
+README, "Scaling policies".
 """
 from __future__ import annotations
 
