@@ -28,15 +28,23 @@ def phase_counts(hot):
     return counts
 
 
-def write_batches(spark, directory):
-    """Six files = six micro-batches: hot keys h1..h3, then g1..g3 (drift after batch 2)."""
-    phases = [phase_counts(["h1", "h2", "h3"])] * 3 + [phase_counts(["g1", "g2", "g3"])] * 3
-    for b, counts in enumerate(phases):
-        rows = [k for k, c in counts.items() for _ in range(c)]
-        random.Random(b).shuffle(rows)
-        spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1) \
-            .write.mode("overwrite").parquet(str(directory / f"part{b}"))
-    return phases
+def add_batch_file(spark, tmp_path, flat, b, counts):
+    """One parquet file = one micro-batch (maxFilesPerTrigger 1; the file source orders by mtime)."""
+    rows = [k for k, c in counts.items() for _ in range(c)]
+    random.Random(b).shuffle(rows)
+    spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1).write.parquet(str(tmp_path / f"p{b}"))
+    f = flat / f"b{b:02d}.parquet"
+    f.write_bytes(next((tmp_path / f"p{b}").glob("*.parquet")).read_bytes())
+    os.utime(f, (1_700_000_000 + 10 * b,) * 2)
+
+
+def run_to_end(spark, rc, flat, checkpoint):
+    src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
+    q = rc.start(src, str(checkpoint))
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
 
 
 def test_spark_hash_matches_spark(spark):
@@ -48,26 +56,14 @@ def test_spark_hash_matches_spark(spark):
 
 
 def test_routed_count_under_drift_moves_state_and_matches_hash_run(spark, tmp_path):
-    import shutil
-    data = tmp_path / "data"
-    data.mkdir()
-    phases = write_batches(spark, data)
-    # the input files as one directory of parquet files, read one per batch
     flat = tmp_path / "flat"
     flat.mkdir()
-    for b in range(len(phases)):
-        src = next((data / f"part{b}").glob("*.parquet"))
-        shutil.copy(src, flat / f"b{b:02d}.parquet")
-        os.utime(flat / f"b{b:02d}.parquet", (1_700_000_000 + 10 * b,) * 2)   # file source order = mtime
-    src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
-
+    phases = [phase_counts(["h1", "h2", "h3"])] * 3 + [phase_counts(["g1", "g2", "g3"])] * 3   # drift after batch 2
+    for b, counts in enumerate(phases):
+        add_batch_file(spark, tmp_path, flat, b, counts)
     rc = RoutedCount(spark, "key", P, tmp_path / "routing", planner="mixed",
                      planner_options={"theta_max": THETA, "table_max": 100})
-    q = rc.start(src, str(tmp_path / "ckpt"))
-    try:
-        q.processAllAvailable()
-    finally:
-        q.stop()
+    run_to_end(spark, rc, flat, tmp_path / "ckpt")
 
     plain = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat)) \
         .groupBy("key").count().writeStream.outputMode("complete").format("memory").queryName("plain_counts") \
@@ -123,12 +119,7 @@ def test_mixed_routing_policy_drives_the_job_through_the_applier(spark, tmp_path
     flat = tmp_path / "in"
     flat.mkdir()
     for b in range(3):
-        rows = [k for k, c in counts.items() for _ in range(c)]
-        random.Random(b).shuffle(rows)
-        spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1).write.parquet(str(tmp_path / f"p{b}"))
-        f = flat / f"b{b}.parquet"
-        f.write_bytes(next((tmp_path / f"p{b}").glob("*.parquet")).read_bytes())
-        os.utime(f, (1_700_000_000 + 10 * b,) * 2)
+        add_batch_file(spark, tmp_path, flat, b, counts)
 
     policy = get_policy("mixed-routing")
     cfg = validate_config(policy, {"theta_max": THETA, "state_unit": "rows"})
@@ -148,12 +139,7 @@ def test_mixed_routing_policy_drives_the_job_through_the_applier(spark, tmp_path
             decisions.append(rc.applier(p.value))
 
     rc = RoutedCount(spark, "key", P, tmp_path / "routing", planner=None, on_batch=on_batch)
-    src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
-    q = rc.start(src, str(tmp_path / "ckpt"))
-    try:
-        q.processAllAvailable()
-    finally:
-        q.stop()
+    run_to_end(spark, rc, flat, tmp_path / "ckpt")
     h = rc.history
     assert len(h) == 3 and decisions and decisions[0][0] == "applied"
     assert h[0].max_mean > 1 + THETA and h[1].moved
@@ -171,31 +157,15 @@ def test_restart_from_checkpoint_keeps_table_and_counts(spark, tmp_path):
     flat.mkdir()
     phases = [phase_counts(["h1", "h2", "h3"])] * 2 + [phase_counts(["g1", "g2", "g3"])] * 2
 
-    def add(b):
-        rows = [k for k, c in phases[b].items() for _ in range(c)]
-        random.Random(b).shuffle(rows)
-        spark.createDataFrame([(k,) for k in rows], "key string").coalesce(1).write.parquet(str(tmp_path / f"p{b}"))
-        f = flat / f"b{b}.parquet"
-        f.write_bytes(next((tmp_path / f"p{b}").glob("*.parquet")).read_bytes())
-        os.utime(f, (1_700_000_000 + 10 * b,) * 2)
-
-    def run(rc):
-        src = spark.readStream.schema("key string").option("maxFilesPerTrigger", 1).parquet(str(flat))
-        q = rc.start(src, str(tmp_path / "ckpt"))
-        try:
-            q.processAllAvailable()
-        finally:
-            q.stop()
-
     opts = {"theta_max": THETA, "table_max": 100}
     for b in (0, 1):
-        add(b)
+        add_batch_file(spark, tmp_path, flat, b, phases[b])
     first = RoutedCount(spark, "key", P, tmp_path / "routing", planner="mixed", planner_options=opts)
-    run(first)
+    run_to_end(spark, first, flat, tmp_path / "ckpt")
     for b in (2, 3):
-        add(b)
+        add_batch_file(spark, tmp_path, flat, b, phases[b])
     second = RoutedCount(spark, "key", P, tmp_path / "routing", planner="mixed", planner_options=opts)
-    run(second)
+    run_to_end(spark, second, flat, tmp_path / "ckpt")
     assert second.history[0].batch_id == 2 and second.history[0].version == first.version
     assert second.history[1].moved and second.history[1].max_mean <= 1 + THETA + 1e-9
     assert second.placement_errors == []
