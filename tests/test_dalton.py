@@ -256,3 +256,6 @@ def test_micro_batch_routing_cost_measured():
     elapsed = time.perf_counter() - t0
     print(f"routing 10^6 tuples: {elapsed * 1000:.1f} ms, {r.decisions} bandit decisions")
     assert len(r.dest) == 1_000_000
+    assert np.array_equal(np.bincount(r.dest, minlength=16),
+                          np.bincount(r.frag_block, weights=r.frag_count, minlength=16))
+    assert r.decisions <= 4096 * len(r.hot)         # bounded Python work per batch
