@@ -52,6 +52,7 @@ from policies.partitioning.registry import get_partitioner
 
 AGG_FUNCTIONS = ("count", "sum", "min", "max", "mean")
 NULL_KEY = "\x00"
+MAX_KEY_CHARS = 256  # policies.wire.PartitionStatsRecord.key_counts
 _K, _BLOCK, _BUCKET, _ROWS = "__sg_key", "__sg_block", "__sg_bucket", "__sg_rows"
 
 
@@ -429,8 +430,9 @@ def partition_record(out: BatchPartitioning, top_keys: int = 1000) -> dict:
     the ``top_keys`` most frequent keys with exact counts, the rest summarised."""
     counts = out.counts
     order = counts.descending()
-    top = order[:top_keys]
-    rest = order[top_keys:]
+    fits = np.fromiter((len(counts.keys[i]) <= MAX_KEY_CHARS for i in order), dtype=bool, count=len(order))
+    top = order[fits][:top_keys]  # keys longer than the wire allows are summarised with the rest
+    rest = np.setdiff1d(order, top)
     m = out.metrics
     return {"batch_id": out.batch_id, "algorithm": out.plan.algorithm, "source": out.source,
             "partitions": out.plan.partitions, "reduce": out.plan.reduce,

@@ -203,3 +203,18 @@ def test_bench_spark_skew_tiny(spark):
     assert all(r["max_mean_load"] <= 1.01 for r in report["batches"]["prompt"])
     assert all(r["max_mean_load"] > 1.2 for r in report["batches"]["hash"])  # z = 1.5: the top key alone is ~40 %
     assert report["ratio_hash_over_prompt"] > 0 and "ratio hash/prompt" in format_report(report)
+
+
+def test_partition_record_fits_the_wire():
+    from collectors.partition_plan import BatchPartitioning, partition_record
+    from policies.partitioning.metrics import plan_metrics
+    from policies.wire import PartitionStatsRecord
+
+    batch = KeyCounts.from_mapping({"x" * 300: 50, "a": 30, "b": 20})
+    plan = get_partitioner("prompt").plan(batch, 2)
+    rec = partition_record(BatchPartitioning(3, None, None, batch, plan, plan_metrics(plan), "batch", 0.1, 0.01, 0.5),
+                           top_keys=1)
+    assert rec["key_counts"] == [["a", 30]] and (rec["other_keys"], rec["other_tuples"]) == (2, 70)
+    import json
+
+    PartitionStatsRecord.model_validate_json(json.dumps(rec))  # as the reporter sends it
