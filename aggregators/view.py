@@ -16,9 +16,12 @@ from policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, 
 
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
-               max_batches: int = 500, max_partition_batches: int = 30) -> JobView:
+               max_batches: int = 500, max_partition_batches: int = 30,
+               partition_key_batches: int = 10) -> JobView:
     """The job's stages over the last ``window_s`` seconds (whole statistics windows of
-    ``window_ms``), its latest ``max_batches`` batches of the last hour, directives and executor state."""
+    ``window_ms``), its latest ``max_batches`` batches of the last hour, directives and executor state,
+    and its latest ``max_partition_batches`` partitioned batches (key counts for the last
+    ``partition_key_batches`` of them)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     j = queries.job_row(conn, job)
     n_windows = max(1, math.ceil(window_s * 1000 / window_ms))
@@ -61,7 +64,8 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
                    constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
                    knob_state=dict(j.knob_state or {}),
-                   partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches)))
+                   partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches,
+                                                                        partition_key_batches)))
 
 
 def _utilization_max(wins: list[dict]) -> Optional[float]:

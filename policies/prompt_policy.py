@@ -17,7 +17,7 @@ Every evaluation that sees a batch newer than the one the current plan was made 
    mean count); the job spreads other keys by crc32 (``collectors.partition_plan.realize``).
 
 The proposal's ``prediction`` holds the plan's metrics on the batch it was made from (BSI, BCI,
-KSR, MPI, max/mean block load); ``observe`` reports the same metrics measured on the latest
+KSR, MPI, max/mean block load); ``observe`` reports the max/mean block load measured on the latest
 applied batch, so the effectiveness check compares planned with realized balance.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from policies.partitioning.base import KeyCounts
 from policies.partitioning.elasticity import Elasticity, ElasticityConfig
 from policies.partitioning.metrics import plan_metrics
 from policies.partitioning.registry import get_partitioner
+from policies.plan_inputs import measured_balance, unplanned_batches
 from policies.safety import SafetyConfig
 from policies.threshold import trigger_interval_s
 
@@ -76,16 +77,12 @@ class PromptPolicy(Policy):
     description = "Prompt (SIGMOD'20): balanced key-split Map blocks, load-aware Reduce buckets, elastic P/R"
 
     def evaluate(self, view: JobView, config: PromptConfig) -> list[Proposal]:
-        stats = view.partition_stats
-        if not stats or not stats[-1].key_counts:
+        found = unplanned_batches(view)  # None: nothing reported, or already planned from the latest batch
+        if found is None or found.latest is not view.partition_stats[-1]:
             return []
-        latest = stats[-1]
-        current = view.directives.get("partition_plan")
-        based = (current.value or {}).get("based_on", {}) if current is not None and isinstance(current.value, dict) else {}
-        if based.get("received_ms") == latest.received_ms and based.get("batch_id") == latest.batch_id:
-            return []  # already planned from this batch
-        if current is not None and isinstance(current.value, dict):
-            p, r = int(current.value["partitions"]), int(current.value["reduce"])
+        stats, latest = view.partition_stats, found.latest  # all batches (Algorithm 4 needs no key counts)
+        if found.current.get("partitions") and found.current.get("reduce"):
+            p, r = int(found.current["partitions"]), int(found.current["reduce"])
         else:
             p, r = config.partitions, config.reduce or config.partitions
         interval = trigger_interval_s(view, config.trigger_interval_s)
@@ -107,7 +104,7 @@ class PromptPolicy(Policy):
         value["assignment"] = {k: e for k, e in value["assignment"].items() if k in top}
         for derived in ("block_loads", "block_cardinalities", "bucket_loads"):
             value.pop(derived)
-        value["based_on"] = {"batch_id": latest.batch_id, "received_ms": latest.received_ms}
+        value["based_on"] = found.based_on()
         value["elasticity"] = elastic
         inputs = {"tuples": latest.tuples, "keys": latest.keys, "planned_keys": len(batch.keys),
                   "batch_id": latest.batch_id, "measured_max_mean_load": latest.max_mean_load,
@@ -119,7 +116,4 @@ class PromptPolicy(Policy):
         return [Proposal("partition_plan", value, reason, inputs, prediction)]
 
     def observe(self, view: JobView, knob: str, config: PromptConfig) -> dict:
-        if not view.partition_stats:
-            return {}
-        latest = view.partition_stats[-1]
-        return {k: v for k, v in (("max_mean_load", latest.max_mean_load), ("mpi", latest.mpi)) if v is not None}
+        return measured_balance(view)
