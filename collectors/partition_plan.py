@@ -16,7 +16,11 @@ Per batch (``apply``):
 
 1. **Statistics** (one Spark job over the persisted batch): rows per (input partition, key),
    i.e. the batch's exact key counts (the "post-sort" variant of Algorithm 1, digest §8.2) and
-   the offsets that make key splitting exact.
+   the offsets that make key splitting exact. With ``counts="approximate"`` every input partition
+   runs Algorithm 1 (``policies.partitioning.accumulator``) over its rows as one receiver would:
+   the plan takes its key *order* from the CountTree counts (quasi-sorted, summed over partitions)
+   and its fragment *sizes* from the exact counts (§8.2), and the job reports the tree counts
+   (``exact: false``).
 2. **Plan**: the plan the control plane sent for this job (knob ``partition_plan``, computed from
    earlier batches) *realized* on this batch's counts — a planned key's tuples are spread over its
    planned blocks in proportion to its planned fragments (largest remainder, ties → lowest
@@ -222,6 +226,7 @@ class BatchPartitioning:
     planning_s: float                   # plan (or realization) on the driver
     total_s: float                      # the whole apply(), result materialized
     _inputs: list = field(default_factory=list, repr=False)
+    approx_counts: Optional[np.ndarray] = None  # Algorithm 1's tree counts, aligned with counts.keys
 
     def close(self) -> None:
         """Unpersist the batch and the result."""
@@ -236,9 +241,13 @@ class PlanRunner:
     def __init__(self, key: str, aggs: Mapping[str, tuple[str, Optional[str]]], partitioner: str = "prompt",
                  partitions: int = 4, reduce: Optional[int] = None, options: Optional[dict] = None,
                  source: str = "directive", map_fn: Optional[Callable[[Any], Any]] = None,
-                 report: Optional[Callable[[dict], None]] = None) -> None:
+                 report: Optional[Callable[[dict], None]] = None, counts: str = "exact", budget: int = 10) -> None:
         if source not in ("directive", "batch"):
             raise ValueError("source must be 'directive' or 'batch'")
+        if counts not in ("exact", "approximate"):
+            raise ValueError("counts must be 'exact' or 'approximate'")
+        self.counts_mode, self.budget = counts, int(budget)
+        self._recent: list[tuple[int, int, int]] = []  # (tuples, keys, input partitions) of recent batches
         self.key, self.aggs = key, parse_aggs(aggs)
         self.partitioner = get_partitioner(partitioner, **(options or {}))
         self.partitions, self.reduce = int(partitions), int(reduce or partitions)
@@ -290,13 +299,28 @@ class PlanRunner:
         t0 = time.perf_counter()
         keyed = df.withColumn(_K, F.coalesce(F.col(self.key).cast("string"), F.lit(NULL_KEY)))
         keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)
-        rows = keyed.groupBy(F.spark_partition_id().alias("pid"), F.col(_K)).count().collect()
-        per_partition = [(int(r["pid"]), r[_K], int(r["count"])) for r in rows]
+        approx = None
+        if self.counts_mode == "exact":
+            rows = keyed.groupBy(F.spark_partition_id().alias("pid"), F.col(_K)).count().collect()
+            per_partition = [(int(r["pid"]), r[_K], int(r["count"])) for r in rows]
+        else:
+            rows = self._accumulate(keyed).collect()
+            per_partition = [(int(r["pid"]), r[_K], int(r["count"])) for r in rows]
+            approx = {}
+            for r in rows:
+                approx[r[_K]] = approx.get(r[_K], 0) + int(r["approx"])
         totals: dict[str, int] = {}
         for _, k, n in per_partition:
             totals[k] = totals.get(k, 0) + n
         keys = sorted(totals)
-        counts = KeyCounts(tuple(keys), np.array([totals[k] for k in keys], dtype=np.int64))
+        exact = np.array([totals[k] for k in keys], dtype=np.int64)
+        approx_counts = None
+        order = None
+        if approx is not None:
+            approx_counts = np.array([approx[k] for k in keys], dtype=np.int64)
+            order = np.lexsort((np.arange(len(keys)), -approx_counts))  # CountTree walk: approx DESC, key ASC
+        counts = KeyCounts(tuple(keys), exact, order=order)
+        self._recent = (self._recent + [(counts.total, counts.num_keys, len({p for p, _, _ in per_partition}))])[-3:]
         t1 = time.perf_counter()
         plan, source = self._plan(counts)
         placement = placement_for(plan, per_partition)
@@ -309,7 +333,7 @@ class PlanRunner:
         result.count()
         t3 = time.perf_counter()
         out = BatchPartitioning(batch_id, result, blocks, counts, plan, plan_metrics(plan), source,
-                                t1 - t0, t2 - t1, t3 - t0, [keyed, result])
+                                t1 - t0, t2 - t1, t3 - t0, [keyed, result], approx_counts)
         self._report(out)
         return out
 
@@ -321,6 +345,42 @@ class PlanRunner:
                 self.report(record)
             except Exception:  # reporting must never fail the batch
                 pass
+
+    def _accumulate(self, keyed):
+        """Algorithm 1 in every input partition (each partition plays one receiver of the paper):
+        rows in partition order, arrival time of row j of n = j/n of the batch interval [0, 1);
+        N_est = tuples per input partition of the previous batch, K_avg = mean distinct keys of
+        the last 3 batches (f = 1 on the first batch). Returns (pid, key, exact count, tree count)."""
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        from policies.partitioning.accumulator import Accumulator
+
+        budget = self.budget
+        n_est = self._recent[-1][0] / max(1, self._recent[-1][2]) if self._recent else None
+        k_avg = sum(k for _, k, _ in self._recent) / len(self._recent) if self._recent else None
+        schema = StructType([StructField("pid", LongType(), False), StructField(_K, StringType(), False),
+                             StructField("count", LongType(), False), StructField("approx", LongType(), False)])
+
+        def run(batches):
+            import pyarrow as pa
+            from pyspark import TaskContext
+
+            pid = TaskContext.get().partitionId()
+            keys = [k for b in batches for k in b.column(_K).to_pylist()]
+            if not keys:
+                return
+            acc = Accumulator(0.0, 1.0, budget=budget, n_est=n_est, k_avg=k_avg)
+            n = len(keys)
+            for j, k in enumerate(keys):
+                acc.add(k, j / n)
+            tree = dict((k, c) for c, k in acc.tree)
+            ks = list(acc.table)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([pid] * len(ks), pa.int64()), pa.array(ks, pa.string()),
+                 pa.array([acc.table[k].current for k in ks], pa.int64()), pa.array([tree[k] for k in ks], pa.int64())],
+                names=schema.names)
+
+        return keyed.select(_K).mapInArrow(run, schema)
 
     def _place(self, keyed, placement: Placement, partitions: int):
         from pyspark.sql.types import IntegerType, StructField, StructType
@@ -427,18 +487,20 @@ class PlanRunner:
 
 def partition_record(out: BatchPartitioning, top_keys: int = 1000) -> dict:
     """The batch's partition statistics in the wire form (``policies.wire.PartitionStatsRecord``):
-    the ``top_keys`` most frequent keys with exact counts, the rest summarised."""
+    the ``top_keys`` most frequent keys (exact counts, or Algorithm 1's tree counts with
+    ``exact: false`` when the runner accumulates), the rest summarised."""
     counts = out.counts
     order = counts.descending()
     fits = np.fromiter((len(counts.keys[i]) <= MAX_KEY_CHARS for i in order), dtype=bool, count=len(order))
     top = order[fits][:top_keys]  # keys longer than the wire allows are summarised with the rest
     rest = np.setdiff1d(order, top)
     m = out.metrics
+    shown = counts.counts if out.approx_counts is None else out.approx_counts
     return {"batch_id": out.batch_id, "algorithm": out.plan.algorithm, "source": out.source,
             "partitions": out.plan.partitions, "reduce": out.plan.reduce,
-            "tuples": counts.total, "keys": counts.num_keys, "exact": True,
-            "key_counts": [[counts.keys[i], int(counts.counts[i])] for i in top],
-            "other_keys": int(len(rest)), "other_tuples": int(counts.counts[rest].sum()) if len(rest) else 0,
+            "tuples": counts.total, "keys": counts.num_keys, "exact": out.approx_counts is None,
+            "key_counts": [[counts.keys[i], int(shown[i])] for i in top],
+            "other_keys": int(len(rest)), "other_tuples": int(shown[rest].sum()) if len(rest) else 0,
             "block_loads": out.plan.block_loads().tolist(), "block_cardinalities": out.plan.block_cardinalities().tolist(),
             "bucket_loads": out.plan.bucket_loads().tolist(),
             "bsi": m.bsi, "bci": m.bci, "ksr": m.ksr, "mpi": m.mpi, "max_mean_load": m.max_mean_load,

@@ -218,3 +218,24 @@ def test_partition_record_fits_the_wire():
     import json
 
     PartitionStatsRecord.model_validate_json(json.dumps(rec))  # as the reporter sends it
+
+
+@pytest.mark.spark
+def test_algorithm1_counts_in_the_job(spark):
+    """counts="approximate": Algorithm 1 per input partition orders the keys; placement and results stay exact."""
+    df = spark.createDataFrame(skewed_rows(5, n=6000), "k long, v long, d double").repartition(3)
+    runner = PlanRunner("k", AGGS, partitioner="prompt", partitions=4, reduce=2, source="batch",
+                        counts="approximate", budget=3)
+    for batch_id in range(2):  # the second batch has N_est and K_avg from the first
+        out = runner.apply(df, batch_id)
+        try:
+            check_batch(out, df)
+            exact = dict(zip(out.counts.keys, out.counts.counts.tolist()))
+            approx = dict(zip(out.counts.keys, out.approx_counts.tolist()))
+            assert all(1 <= approx[k] <= exact[k] for k in exact) and any(approx[k] < exact[k] for k in exact)
+            order = [out.counts.keys[i] for i in out.counts.descending()]
+            assert [approx[k] for k in order] == sorted(approx.values(), reverse=True)  # the CountTree walk
+            rec = runner.history[-1]
+            assert rec["exact"] is False and rec["key_counts"][0] == [order[0], approx[order[0]]]
+        finally:
+            out.close()

@@ -115,6 +115,9 @@ class KeyCounts:
     keys: tuple[str, ...]
     counts: np.ndarray  # int64 per key, > 0
     arrival: Optional[np.ndarray] = None  # int64 key index per tuple, arrival order
+    #: key indices in the order Algorithm 1's CountTree gives (approximate counts DESC, key ASC);
+    #: None: exact counts DESC. Sizes are always the exact ``counts`` (digest §8.2).
+    order: Optional[np.ndarray] = None
 
     def __post_init__(self):
         counts = np.asarray(self.counts, dtype=np.int64)
@@ -133,6 +136,11 @@ class KeyCounts:
             if len(arr) != self.total or (len(arr) and not np.array_equal(
                     np.bincount(arr, minlength=len(counts)), counts)):
                 raise PlanError("arrival: must hold every key index exactly count times")
+        if self.order is not None:
+            order = np.asarray(self.order, dtype=np.int64)
+            object.__setattr__(self, "order", order)
+            if not np.array_equal(np.sort(order), np.arange(len(counts))):
+                raise PlanError("order: must be a permutation of the key indices")
 
     @classmethod
     def from_mapping(cls, counts: Mapping[Any, int] | Iterable[tuple[Any, int]]) -> "KeyCounts":
@@ -150,7 +158,10 @@ class KeyCounts:
         return len(self.keys)
 
     def descending(self) -> np.ndarray:
-        """Key indices by count DESC, ties by key ASC (digest §8.1/§8.9)."""
+        """Key indices by count DESC, ties by key ASC (digest §8.1/§8.9), or the given quasi-sorted
+        ``order`` (Algorithm 1's CountTree walk)."""
+        if self.order is not None:
+            return self.order
         if not self.keys:
             return np.zeros(0, dtype=np.int64)
         key_rank = np.argsort(np.array(self.keys, dtype=object), kind="stable")
@@ -169,7 +180,7 @@ class KeyCounts:
         rng = np.random.default_rng(seed)
         arr = np.repeat(np.arange(len(self.keys), dtype=np.int64), self.counts)
         rng.shuffle(arr)
-        return KeyCounts(self.keys, self.counts, arr)
+        return KeyCounts(self.keys, self.counts, arr, self.order)
 
 
 @dataclass(frozen=True)
