@@ -40,7 +40,9 @@ Data model (units: tuples = records of the micro-batch, keys = distinct partitio
   key, int64 > 0) and optionally ``arrival`` (the key index of each tuple in arrival order, for
   per-tuple partitioners such as shuffle and PK-d). Without ``arrival`` the batch is taken to
   arrive grouped by key in ``keys`` order (digest §7.1's convention);
-  :meth:`KeyCounts.with_arrival` makes a seeded random arrival order.
+  :meth:`KeyCounts.with_arrival` makes a seeded random arrival order. ``order`` (optional) is a
+  quasi-sorted key order from Algorithm 1's CountTree; :meth:`KeyCounts.descending` returns it
+  instead of the exact count order.
 - :class:`Fragments` — a key fragment is the tuples of one key inside one Map block (digest §3):
   three parallel int64 arrays ``key`` (index into ``keys``), ``block`` (0..P-1) and ``count``
   (tuples, > 0).
