@@ -76,14 +76,15 @@ def main(argv=None) -> None:
     seen = -1
     with open(a.out, "w") as out:
         while not os.path.exists(a.stop_file) and q.isActive:
-            for prog in q.recentProgress:
+            p = q.lastProgress
+            # recentProgress converts up to 100 progress objects: only when a batch was missed
+            for prog in (q.recentProgress if p is not None and p.batchId > seen + 1 else [p] if p is not None else []):
                 if prog.batchId > seen:
                     seen = prog.batchId
                     out.write(json.dumps({"progress": {
                         "batch": prog.batchId, "rows": prog.numInputRows,
                         "trigger_ms": int(datetime.fromisoformat(prog.timestamp.replace("Z", "+00:00")).timestamp() * 1000),
                         "processing_ms": prog.durationMs.get("triggerExecution")}}) + "\n")
-            p = q.lastProgress
             out.write(json.dumps({"t": time.time(), "executors": jsc.getExecutorIds().size(),
                                   "batch": p.batchId if p else None,
                                   "processing_ms": p.durationMs.get("triggerExecution") if p else None,
