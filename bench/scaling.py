@@ -135,7 +135,7 @@ def governed(policy: str, config: dict | None = None) -> Builder:
 #: that :func:`governed` sets: the policy's defaults. (Before the bulk c_A, arrival-based ρ,
 #: latest-window bottleneck and scale-down margin rules, the bench needed
 #: ``cooldown_intervals_after_any`` 4 and ``max_utilization`` 0.75 to keep Kingman from oscillating
-#: and from planning the 90 % floor; see /work/notes/readme_issue4_scaling.md.)
+#: and from planning the 90 % floor; see the README, "Scaling policies".)
 KINGMAN_CONFIG: dict = {}
 
 POLICIES: list[PolicyEntry] = [
