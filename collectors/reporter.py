@@ -225,12 +225,12 @@ class Reporter:
         keys = set()
         for kind, rec in items:
             body.setdefault(plural[kind], []).append(rec)
+            if "template_key" in rec:
+                keys.add(rec["template_key"])
         extra = body.get("partitions", [])[MAX_PARTITION_RECORDS:]
         if extra:  # the rest waits for the next report (the wire bounds partition records per report)
             del body["partitions"][MAX_PARTITION_RECORDS:]
             self._outbox.extendleft(("partition", rec) for rec in reversed(extra))
-            if "template_key" in rec:
-                keys.add(rec["template_key"])
         for key in sorted(keys):
             t = self.translator.known_templates.get(key)
             if t is not None:

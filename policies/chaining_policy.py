@@ -29,8 +29,9 @@ Every evaluation (thesis §4.7.4, Algorithm 9; digest 004 §4.3 and the Spark ma
 Only stages that ran in the latest completed batch count (templates of a plan replaced by a
 restart linger in the statistics window). Applying a change restarts the query from its checkpoint
 (``collectors.supervisor``), which costs seconds, so the policy proposes nothing while a previous
-exchanges directive is still pending and nothing within ``min_change_spacing_s`` of its last
-decision on this knob (non-numeric knobs get no cool-down from ``policies.safety``).
+exchanges directive is still pending, nothing within ``min_change_spacing_s`` of its last
+decision on this knob (non-numeric knobs get no cool-down from ``policies.safety``), and nothing
+before the current plan has completed ``min_batches`` micro-batches.
 
 Units: utilizations are fractions of one task slot; times in seconds.
 """
@@ -56,6 +57,8 @@ class ChainingConfig(SafetyConfig):
     min_change_spacing_s: float = Field(60.0, ge=0, description="No new exchanges decision within this many "
                                                                 "seconds of the previous one (a change restarts the query)")
     min_span_s: float = Field(4.0, ge=0, description="Statistics needed over at least this span before deciding")
+    min_batches: int = Field(5, ge=1, description="Micro-batches the current plan must have completed (since the "
+                                                  "previous exchanges decision) before deciding")
 
 
 def declared_exchanges(view: JobView) -> list[dict]:
@@ -116,6 +119,9 @@ class ChainingPolicy(Policy):
             return []
         last = view.last_decision_ms.get("exchanges")
         if last is not None and (view.now_ms - last) / 1000.0 < config.min_change_spacing_s:
+            return []
+        since = last if last is not None else 0
+        if sum(1 for b in view.batches if b.trigger_ms >= since) < config.min_batches:
             return []
         stages = current_stages(view)
         if not stages or any(s.utilization_max is None or (s.span_s or 0) < config.min_span_s for s in stages):

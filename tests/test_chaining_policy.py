@@ -16,7 +16,7 @@ def stage(ordinal, rho_max, busy, tasks, key=None, seen=NOW - 500):
 
 def view(stages, exchanges, directives=None, last_decision=None):
     return JobView(job="j", now_ms=NOW, window_s=10.0, stages=tuple(stages),
-                   batches=(BatchStats(7, NOW - 2000, 0.5, 100, 50.0, 200.0),),
+                   batches=tuple(BatchStats(b, NOW - 2000 * (8 - b), 0.5, 100, 50.0, 200.0) for b in range(8)),
                    directives=directives or {}, last_decision_ms=last_decision or {},
                    knob_state={"exchanges": {"exchanges": exchanges}})
 
@@ -68,6 +68,11 @@ def test_waits_for_positions_pending_directive_and_spacing():
     assert ChainingPolicy().evaluate(view(stages, ex, directives=pending), CFG) == []
     assert ChainingPolicy().evaluate(view(stages, ex, last_decision={"exchanges": NOW - 30_000}), CFG) == []
     assert ChainingPolicy().evaluate(view(stages, ex, last_decision={"exchanges": NOW - 90_000}), CFG)
+    # a plan that has run fewer than min_batches batches since the last decision waits
+    assert ChainingPolicy().evaluate(view(stages, ex, last_decision={"exchanges": NOW - 9_000}),
+                                     ChainingConfig(min_change_spacing_s=5, min_batches=5)) == []
+    assert ChainingPolicy().evaluate(view(stages, ex, last_decision={"exchanges": NOW - 11_000}),
+                                     ChainingConfig(min_change_spacing_s=5, min_batches=5))
 
 
 def test_only_stages_of_the_latest_batch_count():

@@ -85,11 +85,16 @@ def test_record_interarrival_from_event_time(fed):
 def test_template_keys_are_stable_across_batches(fed):
     plane, result, _ = fed
     with plane.engine.connect() as conn:
-        templates = conn.execute(select(template_vertices.c.id, template_vertices.c.name)).all()
+        templates = conn.execute(select(template_vertices.c.id, template_vertices.c.name,
+                                        template_vertices.c.key, template_vertices.c.ordinal,
+                                        template_vertices.c.operators)).all()
         per_batch = {}
         for r in conn.execute(select(stage_runs.c.batch_id, stage_runs.c.template_id)):
             per_batch.setdefault(r.batch_id, set()).add(r.template_id)
     assert len(templates) == 2, templates
+    # every template is described: its position in the batch, plan operators and a readable name
+    assert sorted(t.ordinal for t in templates) == [0, 1]
+    assert all(t.operators and t.name != t.key and t.name.startswith(f"s{t.ordinal} ") for t in templates)
     assert len(per_batch) >= result.batches - 1
     assert all(v == {t.id for t in templates} for v in per_batch.values())
 
