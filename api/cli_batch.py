@@ -1,14 +1,13 @@
 """``spark-governor bench batch-sizing``: fixed-point vs PID vs fastest vs static intervals (issue 5)."""
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 
 import click
 
 from api.cli_extra import bench
+from bench.output import write_json
 
 
 @bench.command("batch-sizing")
@@ -42,7 +41,7 @@ def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no
         spark_report = run_spark_bench(rate=spark_rate, phase_s=spark_phase_seconds, cost_per_row_s=spark_cost_per_row,
                                        log=lambda m: click.echo(m, err=True))
         path = os.path.join(out_dir, "batch_sizing_spark.json")
-        Path(path).write_text(json.dumps(spark_report, indent=1))
+        write_json(spark_report, path)
         click.echo("\nreal Spark (local[2], paced Zipf source, rate x2 step then back):")
         click.echo(format_spark_table(spark_report))
         click.echo(f"wrote {path}", err=True)

@@ -13,6 +13,7 @@ import click
 import requests
 
 from api.cli import _get, main
+from bench.output import write_json
 
 
 def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | None = None) -> None:
@@ -140,8 +141,7 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: s
 
     result = run_overhead_bench(runs=runs, batches=batches, rows=rows, ingest_tasks=ingest_tasks,
                                 log=lambda m: click.echo(m, err=True))
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    Path(out).write_text(json.dumps(result, indent=2))
+    write_json(result, out, indent=2)
     click.echo(json.dumps(result["summary"], indent=2))
     click.echo(f"wrote {out}", err=True)
 
@@ -166,8 +166,7 @@ def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str
                                  param_hint="--profiles")
     started = time.perf_counter()
     report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    Path(out).write_text(json.dumps(report, indent=2))
+    write_json(report, out, indent=2)
     click.echo(format_table(report))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.1f} s)", err=True)
     if plot:

@@ -60,7 +60,7 @@ def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, opt
     from policies.partitioning.base import PlanError
     from policies.partitioning.counts_file import read_counts
     from policies.partitioning.metrics import plan_metrics
-    from policies.partitioning.registry import get_partitioner, partitioners
+    from policies.partitioning.registry import get_partitioner
 
     try:
         partitioner = get_partitioner(algorithm, **parse_options(options))
@@ -108,7 +108,8 @@ def _floats(text: str, name: str) -> list[float]:
 @click.option("--plot", default="bench-results/partitioners.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, seed, out, plot) -> None:
     """Every partitioner's BSI, BCI, KSR, MPI, max/mean block load and planning throughput on Zipf batches."""
-    from bench.partitioners import format_table, plot_report, run_partitioner_bench, write_report
+    from bench.output import write_json
+    from bench.partitioners import format_table, plot_report, run_partitioner_bench
     from policies.partitioning.base import PlanError
 
     try:
@@ -118,7 +119,7 @@ def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, se
                                        seed=seed, repeats=repeats)
     except PlanError as exc:
         raise click.ClickException(str(exc)) from None
-    write_report(report, out)
+    write_json(report, out)
     plot_report(report, plot)
     click.echo(format_table(report))
     click.echo(f"wrote {out} and {plot}")
@@ -140,11 +141,12 @@ def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, se
 @click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops, work_us, seed, out, plot) -> None:
     """Batch processing time of a real Spark streaming job under skew: hash vs the Prompt plan (median, ratio)."""
-    from bench.spark_skew import format_report, plot_report, run_spark_skew_bench, write_report
+    from bench.output import write_json
+    from bench.spark_skew import format_report, plot_report, run_spark_skew_bench
 
     report = run_spark_skew_bench(batches=batches, rows=rows, z=z, keys=keys, cores=cores, partitions=partitions,
                                   work=work, work_loops=work_loops, work_us=work_us, seed=seed)
-    write_report(report, out)
+    write_json(report, out)
     plot_report(report, plot)
     click.echo(format_report(report))
     click.echo(f"wrote {out} and {plot}")

@@ -26,7 +26,8 @@ from api.cli_extra import bench
 def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
                              window, settle, seed, out, plot) -> None:
     """Max/mean load per batch, migration cost, table size and decisions/s on a drifting Zipf stream."""
-    from bench.partitioners_drift import format_drift, plot_drift, run_drift_bench, write_drift
+    from bench.output import write_json
+    from bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
     from policies.partitioning.base import PlanError
 
     try:
@@ -40,7 +41,7 @@ def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitio
                                  theta_max=theta_max, table_max=table_max, window=window, settle=settle, seed=seed)
     except PlanError as exc:
         raise click.ClickException(str(exc)) from None
-    write_drift(report, out)
+    write_json(report, out)
     plot_drift(report, plot)
     click.echo(format_drift(report))
     click.echo(f"wrote {out} and {plot}")

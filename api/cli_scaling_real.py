@@ -1,8 +1,6 @@
 """``spark-governor bench scaling-real``: Kingman vs a static allocation on a real standalone cluster."""
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 
@@ -56,7 +54,8 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
                                     row_cost_us=row_cost_us, policies=names,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    Path(out).write_text(json.dumps(report, indent=2))
+    from bench.output import write_json
+
+    write_json(report, out, indent=2)
     click.echo(format_real_table(report))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)

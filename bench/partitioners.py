@@ -11,15 +11,14 @@ everywhere; Prompt planning ≥ 5 M tuples/s.
 """
 from __future__ import annotations
 
-import json
 import platform
 import time
-from pathlib import Path
 from typing import Optional, Sequence
 
 from bench.partition_data import zipf_counts
 from policies.partitioning.metrics import plan_metrics
 from policies.partitioning.registry import get_partitioner, partitioners
+from bench.output import save_figure
 
 GOAL_MAX_MEAN = 1.05
 GOAL_TUPLES_PER_S = 5e6
@@ -119,11 +118,5 @@ def plot_report(report: dict, path: str) -> None:
     axes[0][0].set_ylabel("max/mean Map-block load")
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
-
-def write_report(report: dict, path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(report, indent=1))

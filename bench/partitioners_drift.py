@@ -18,15 +18,14 @@ hashes by design). Ratios: max/mean against ``hash``, migration of ``mixed`` aga
 """
 from __future__ import annotations
 
-import json
 import platform
-from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
 from policies.partitioning.base import KeyCounts, stable_hashes
 from policies.partitioning.registry import get_partitioner
+from bench.output import save_figure
 
 DEFAULT_ALGORITHMS = ("hash", "shuffle", "pk2", "pk5", "cam", "prompt", "dalton", "mixed", "mintable", "minmig")
 ROUTING_TABLES = ("mixed", "mintable", "minmig")
@@ -184,11 +183,5 @@ def plot_drift(report: dict, path: str) -> None:
         ax.set_title(f"z={case['z']}, drift every {report['config']['drift_every']}")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
-
-def write_drift(report: dict, path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(report, indent=1))

@@ -19,7 +19,6 @@ larger gains need more cores or latency-bound per-record work (``work="wait"`` w
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+from bench.output import save_figure
 
 GOAL_RATIO = 1.5
 
@@ -169,11 +169,5 @@ def plot_report(report: dict, path: str) -> None:
     ax.set_title(f"z={report['config']['z']}, P={report['config']['partitions']}: "
                  f"hash/prompt = {report['ratio_hash_over_prompt'] or float('nan'):.2f}x")
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
-
-def write_report(report: dict, path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(report, indent=1))
