@@ -162,6 +162,25 @@ def prometheus_factory(tmp_path):
             p.kill()
 
 
+class PromQL:
+    """PromQL over a test Prometheus's HTTP API (``prometheus_factory`` gives the URL)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def query(self, expr: str, **params) -> list:
+        """Instant query, or a range query when ``start`` is given; the result vector/matrix."""
+        path = "query_range" if "start" in params else "query"
+        r = requests.get(f"{self.url}/api/v1/{path}", params={"query": expr, **params}, timeout=5)
+        assert r.status_code == 200, (expr, r.text)
+        return r.json()["data"]["result"]
+
+    def samples(self, expr: str) -> int:
+        """Samples of ``expr`` (one series) scraped in the last minute."""
+        result = self.query(f"count_over_time({expr}[1m])")
+        return int(float(result[0]["value"][1])) if result else 0
+
+
 # -- Spark standalone cluster -------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory):

@@ -21,7 +21,7 @@ from dashboards import (
     panel_queries,
     render_expr,
 )
-from tests.conftest import wait_for
+from tests.conftest import PromQL, wait_for
 from tests.test_policy_api import (
     AUTH,
     TOKEN,
@@ -135,15 +135,7 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
     prom = prometheus_factory([f"127.0.0.1:{plane.port}"])
     started = time.time()
 
-    def query(expr, **params):
-        path = "query_range" if "start" in params else "query"
-        r = requests.get(f"{prom}/api/v1/{path}", params={"query": expr, **params}, timeout=5)
-        assert r.status_code == 200, (expr, r.text)
-        return r.json()["data"]["result"]
-
-    def samples(expr):
-        result = query(f"count_over_time({expr}[1m])")
-        return int(float(result[0]["value"][1])) if result else 0
+    query, samples = PromQL(prom).query, PromQL(prom).samples
 
     # Prometheus sees the job before any decision, so it sees directives and holds change
     wait_for(lambda: samples(f'spark_governor_executors{{job="{JOB}"}}') >= 2, 60, what="scrapes before decisions")

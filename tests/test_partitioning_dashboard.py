@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from dashboards import DASHBOARD_DIR, annotation_queries, load_all, panel_queries, render_expr
-from tests.conftest import wait_for
+from tests.conftest import PromQL, wait_for
 from tests.test_partitioning_plane import partition_record
 
 UID = "spark-governor-partitioning"
@@ -107,15 +107,7 @@ def test_prometheus_evaluates_every_partitioning_panel_and_annotation(dashboard,
     prom = prometheus_factory([f"127.0.0.1:{plane.port}"])
     started = time.time()
 
-    def query(expr, **params):
-        path = "query_range" if "start" in params else "query"
-        r = requests.get(f"{prom}/api/v1/{path}", params={"query": expr, **params}, timeout=5)
-        assert r.status_code == 200, (expr, r.text)
-        return r.json()["data"]["result"]
-
-    def samples(expr):
-        result = query(f"count_over_time({expr}[1m])")
-        return int(float(result[0]["value"][1])) if result else 0
+    query, samples = PromQL(prom).query, PromQL(prom).samples
 
     wait_for(lambda: samples(f'spark_governor_partition_blocks{{job="{JOB}"}}') >= 2, 60, what="scrapes before plans")
     r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/prompt", headers=AUTH, timeout=10,

@@ -9,7 +9,7 @@ from aggregators.models import stage_runs, tasks, template_vertices
 from aggregators.welford import Moments
 from collectors.demo_job import DemoConfig, run_demo_job
 from dashboards import load_all, panel_queries, render_expr
-from tests.conftest import wait_for
+from tests.conftest import PromQL, wait_for
 
 pytestmark = pytest.mark.spark
 JOB = "pipeline-test"
@@ -129,10 +129,7 @@ def test_prometheus_evaluates_every_dashboard_panel(fed, prometheus_factory):
     plane, _, _ = fed
     prom = prometheus_factory([f"127.0.0.1:{plane.port}"])
 
-    def query(expr):
-        r = requests.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=5)
-        assert r.status_code == 200, (expr, r.text)
-        return r.json()["data"]["result"]
+    query = PromQL(prom).query
 
     # wait for enough scrapes for rate() over 1m windows
     wait_for(lambda: len(query(f'count_over_time(spark_governor_job_slots{{job="{JOB}"}}[1m])')) == 1
