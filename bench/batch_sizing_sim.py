@@ -136,14 +136,18 @@ class FixedPoint(Controller):
     def __init__(self, **params) -> None:
         self.ctl = FixedPointController(**params)
         self.name = "fixed-point" if params.get("rho", 0.7) == 0.7 else f"fixed-point rho={params['rho']}"
+        if self.ctl.slack == "adaptive":
+            self.name += " adaptive"
         self.branches: list[str] = []
+        self.rhos: list[float] = []
 
     def first_interval(self) -> float:
         return self.ctl.first_interval()
 
     def next_interval(self, boundary, done, x):
-        d = self.ctl.decide([(j.x, j.p) for j in done[-2:]], x)
+        d = self.ctl.decide([(j.x, j.p) for j in done[-max(2, self.ctl.noise_window):]], x)
         self.branches.append(d.branch)
+        self.rhos.append(d.rho)
         return d.interval_s
 
 

@@ -136,7 +136,7 @@ def summarize(batches: list[BatchStats], t0_ms: int, steps_ms: tuple[int, ...]) 
 
 
 def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s: float = 1e-4,
-                    statics: tuple[float, ...] = (0.5, 1.0, 2.0), warmup_s: float = 20.0,
+                    statics: tuple[float, ...] = (0.5, 0.7, 1.0, 2.0), warmup_s: float = 20.0,
                     log: Callable[[str], None] = print, spark=None) -> dict:
     from collectors.demo_job import build_session
     from collectors.sources.paced import register_paced_sources
@@ -144,7 +144,9 @@ def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s:
     own = spark is None
     spark = spark or build_session("local[2]", shuffle_partitions=4, app_name="spark-governor-bench-batch-sizing")
     register_paced_sources(spark)
-    entries = [("fixed-point", {}), ("fastest-trigger", {}), ("pid-rate", {"interval_s": 1.0})]
+    # keep every batch of a run in recentProgress (default 100: fast controllers would lose the first phase)
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "2000")
+    entries = [("fixed-point", {}), ("fixed-point", {"slack": "adaptive"}), ("fastest-trigger", {}), ("pid-rate", {"interval_s": 1.0})]
     entries += [("static-interval", {"interval_s": x}) for x in statics]
     rows = []
     try:
@@ -154,6 +156,7 @@ def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s:
                 continue
             s = summarize(batches, t0, (t0 + int(phase_s * 1000), t0 + int(2 * phase_s * 1000)))
             name = policy if policy != "static-interval" else f"static {config['interval_s']:g}s"
+            name += " adaptive" if config.get("slack") == "adaptive" else ""
             rows.append({"controller": name, **s})
     finally:
         if own:
@@ -169,11 +172,11 @@ def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s:
 
 
 def format_spark_table(report: dict) -> str:
-    lines = [f"{'controller':18} {'batches':>7} {'mean s':>8} {'p95 s':>8} {'unstable':>8} {'after step':>10} {'ratio':>6}"]
+    lines = [f"{'controller':20} {'batches':>7} {'mean s':>8} {'p95 s':>8} {'unstable':>8} {'after step':>10} {'ratio':>6}"]
     for r in report["rows"]:
         name = r["controller"] + (" *" if r["best_static"] else "")
         ratio = "" if r["ratio"] is None else f"{r['ratio']:6.2f}"
-        lines.append(f"{name:18} {r['batches']:7d} {r['mean_latency_s']:8.3f} {r['p95_latency_s']:8.3f} "
+        lines.append(f"{name:20} {r['batches']:7d} {r['mean_latency_s']:8.3f} {r['p95_latency_s']:8.3f} "
                      f"{r['unstable_fraction']:8.3f} {r['max_unstable_after_step']:10d} {ratio:>6}")
     lines.append("* = best static interval in hindsight (of those run); ratio = mean latency / best static's")
     return "\n".join(lines)

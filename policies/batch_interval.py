@@ -81,17 +81,27 @@ class FixedPointConfig(IntervalConfig):
     rounding: Literal["ceil", "nearest", "none"] = Field("ceil", description=f"100 ms grid: one of {ROUNDING_MODES}")
     overload_decisions: int = Field(3, ge=1, description="Batches in a row at max_value with p > ρ·x before "
                                                          "the job is reported overloaded (no Type-I, §3.5)")
+    slack: Literal["fixed", "adaptive"] = Field(
+        "fixed", description="fixed: ρ as configured (the paper); adaptive (our extension, "
+                             "policies.batch_sizing): ρ = clamp(1/(1 + noise_z·cv), rho, rho_max) from the "
+                             "processing-time variation of the last noise_window batches")
+    rho_max: float = Field(0.9, gt=0, le=1, description="With slack=adaptive: the largest ρ")
+    noise_z: float = Field(2.0, gt=0, description="With slack=adaptive: headroom in standard deviations of p")
+    noise_window: int = Field(10, ge=4, le=500, description="With slack=adaptive: batches the variation is measured over")
 
     @model_validator(mode="after")
     def _bounds(self):
         if self.min_value is not None and self.max_value is not None and self.min_value > self.max_value:
             raise ValueError("min_value must not exceed max_value")
+        if self.slack == "adaptive" and self.rho_max < self.rho:
+            raise ValueError("rho_max must not be below rho")
         return self
 
     def controller(self) -> FixedPointController:
         return FixedPointController(rho=self.rho, r=self.r, rounding=self.rounding,
                                     min_interval_s=max(self.min_value or 0.1, 0.1), max_interval_s=self.max_value,
-                                    overload_decisions=self.overload_decisions)
+                                    overload_decisions=self.overload_decisions, slack=self.slack,
+                                    rho_max=self.rho_max, noise_z=self.noise_z, noise_window=self.noise_window)
 
 
 class FixedPointPolicy(Policy):
@@ -106,17 +116,19 @@ class FixedPointPolicy(Policy):
             return []
         ctl = config.controller()
         current = view.current(KNOB)
-        d = ctl.decide(points[-2:], current if isinstance(current, (int, float)) and current > 0 else points[-1][0])
+        d = ctl.decide(points[-max(2, config.noise_window if config.slack == "adaptive" else 2):], current if isinstance(current, (int, float)) and current > 0 else points[-1][0])
         x_last, p_last = points[-1]
         tail = points[-config.overload_decisions:]
         overloaded = (len(tail) == config.overload_decisions and config.max_value is not None
-                      and all(x >= config.max_value and p > config.rho * x for x, p in tail))
+                      and all(x >= config.max_value and p > d.rho * x for x, p in tail))
         last = max(view.batches, key=lambda b: b.batch_id)
-        inputs = {"x_last_s": x_last, "p_last_s": p_last, "branch": d.branch, "raw_s": d.raw_s,
+        inputs = {"x_last_s": x_last, "p_last_s": p_last, "branch": d.branch, "raw_s": d.raw_s, "rho": d.rho,
                   "latency_s": x_last + (last.queueing_s or 0.0) + p_last, "overloaded": overloaded}
         if len(points) > 1:
             inputs.update(x_prev_s=points[-2][0], p_prev_s=points[-2][1])
         reason = f"{d.branch}: x={x_last:g}s p={p_last:.3f}s -> {d.interval_s:g}s"
+        if config.slack == "adaptive":
+            reason += f" (adaptive rho={d.rho:.3f})"
         if overloaded:
             reason += " (overloaded: no interval up to max_value is stable)"
         return [Proposal(KNOB, d.interval_s, reason, inputs)]

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from policies.base import JobView, Policy, Proposal
 from policies.partitioning.base import stable_hashes
-from policies.partitioning.routing_plan import keep_new
+from policies.partitioning.routing_plan import keep_new, plan_with_margin
 from policies.partitioning.routing_table import ALGORITHMS, BETA, THETA_MAX, Stats, assignment, instance_loads
 from policies.partitioning.spark_hash import spark_partition
 from policies.plan_inputs import measured_balance, unplanned_batches
@@ -40,6 +40,9 @@ class MixedRoutingConfig(SafetyConfig):
     partitions: Optional[int] = Field(None, ge=1, le=4096, description="State partitions P (default: as reported)")
     theta_max: float = Field(THETA_MAX, ge=0, description="Balance tolerance: L(d) ≤ (1 + θmax)·L̄")
     table_max: int = Field(3000, ge=0, description="Routing-table size bound Amax")
+    plan_margin: float = Field(0.0, ge=0, lt=1, description=(
+        "Re-plan when max/mean > 1 + θmax (the paper) but plan for 1 + θmax·(1 − plan_margin), so the next "
+        "batches' noise and drift stay inside θmax (ours; 0 = the paper)"))
     beta: float = Field(BETA, gt=0, description="γ = c^β / S")
     window: int = Field(5, ge=1, description="Reported batches summed into S(k, w)")
     state_unit: Literal["tuples", "rows"] = "tuples"
@@ -104,7 +107,7 @@ class MixedRoutingPolicy(Policy):
         kwargs = {"beta": config.beta} if config.algorithm in ("mixed", "minmig") else {}
         if config.algorithm == "mixed":
             kwargs["table_max"] = config.table_max
-        plan = fn(st, config.theta_max, **kwargs)
+        plan = plan_with_margin(fn, st, config.theta_max, config.plan_margin, **kwargs)
         new_table = {keys[k]: int(d) for k, d in sorted(plan.table.items())}
         if new_table == old_table or not keep_new(plan, loads):
             return []

@@ -84,3 +84,59 @@ def test_arrival_curve_integrates_rate_changes():
     curve = ArrivalCurve(0.0, 100, 1000.0)
     curve.update(2.0, 2000.0)
     assert curve.rows_at(1.0) == 1100 and curve.rows_at(2.0) == 2100 and curve.rows_at(3.0) == 4100
+
+
+def test_paced_files_admit_only_the_rate_cap_and_keep_the_rest(tmp_path):
+    """pid-rate's cap on the paced file wrapper: the oldest files whose rows fit in cap·x (at
+    least one), the rest in the next batches; every file exactly once (reader without Spark)."""
+    import time
+
+    from collectors.sources.paced import _source_classes
+
+    data = tmp_path / "in"
+    data.mkdir()
+    for i in range(6):
+        (data / f"f{i}.txt").write_text("x\n" * 10)
+    ctl = str(tmp_path / "ctl")
+    write_control(ctl, 0.1, max_rows_per_second=250)  # 25 rows per 0.1 s batch: two 10-row files
+    _, files_source = _source_classes()
+    reader = files_source({"path": str(data), "intervalFile": ctl}).streamReader(None)
+    offset = reader.initialOffset()
+    time.sleep(0.01)
+    (data / "f6.txt").write_text("x\n" * 40)  # bigger than the cap on its own
+    batches = []
+    deadline = time.time() + 10
+    while time.time() < deadline and (not batches or batches[-1][-1] != "f6.txt"):
+        end = reader.latestOffset(offset)
+        if end != offset:
+            batches.append([p.rng.rsplit("/", 1)[-1] for p in reader.partitions(offset, end)])
+            offset = end
+        time.sleep(0.02)
+    assert batches == [["f0.txt", "f1.txt"], ["f2.txt", "f3.txt"], ["f4.txt", "f5.txt"], ["f6.txt"]]
+    write_control(ctl, 0.1)  # no cap: everything ready in one batch
+    for i in range(7, 10):
+        (data / f"f{i}.txt").write_text("x\n" * 10)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        end = reader.latestOffset(offset)
+        if end != offset:
+            assert [p.rng.rsplit("/", 1)[-1] for p in reader.partitions(offset, end)] == ["f7.txt", "f8.txt", "f9.txt"]
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("no batch without the cap")
+
+
+def test_a_restarted_gate_resumes_at_the_last_directed_interval(tmp_path):
+    """State across query restarts: the control file outlives the query, so a new gate (a new
+    query on the same checkpoint) cuts at the directed interval at once instead of slow start."""
+    ctl = str(tmp_path / "c")
+    BatchIntervalApplier(ctl)(1.5)
+    clock = Clock()
+    gate = Gate(ctl, clock=clock)
+    gate.start()
+    clock.t = 1001.0
+    assert gate.poll() is None  # slow start would have cut at 1000.1
+    clock.t = 1001.5
+    cut = gate.poll()
+    assert cut.interval_s == 1.5 and cut.boundary_s == pytest.approx(1001.5)

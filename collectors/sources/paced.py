@@ -148,6 +148,24 @@ def _source_classes():
                 raise ValueError(f"paced-files: option path must name a directory, got {self.path!r}")
             self.gate = gate_from_options(options)
             self.seen: dict[str, float] = {}  # file name -> when the reader first listed it (s)
+            self.lines: dict[str, int] = {}  # file name -> rows, counted only under a pid-rate cap
+
+        def _rows(self, name: str) -> int:
+            if name not in self.lines:
+                with open(os.path.join(self.path, name), "rb") as f:
+                    self.lines[name] = sum(1 for _ in f)
+            return self.lines[name]
+
+        def _admit(self, ready: list[str], max_rows: float) -> list[str]:
+            """The oldest files whose rows fit in ``max_rows`` (at least one file, so that a file
+            larger than the cap still gets through); the rest wait for the next batch."""
+            out, total = [], 0
+            for name in ready:
+                total += self._rows(name)
+                if out and total > max_rows:
+                    break
+                out.append(name)
+            return out
 
         def _files(self) -> list[str]:
             return sorted(n for n in os.listdir(self.path)
@@ -176,8 +194,11 @@ def _source_classes():
             if not ready:
                 self.gate.pending = False
                 return start
+            if cut.max_rows is not None:
+                ready = self._admit(ready, cut.max_rows)
             for name in [n for n in self.seen if n <= start["last"]]:
                 del self.seen[name]  # committed: no longer needed
+                self.lines.pop(name, None)
             return {"last": ready[-1], **cut.offset_fields()}
 
         def partitions(self, start: dict, end: dict):

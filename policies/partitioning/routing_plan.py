@@ -50,6 +50,16 @@ def keep_new(plan: RoutingPlan, old_loads: np.ndarray) -> bool:
     return plan.status in VALID or float(plan.loads.max(initial=0)) < float(old_loads.max(initial=0)) - 1e-9
 
 
+def plan_with_margin(fn, stats: Stats, theta_max: float, plan_margin: float = 0.0, **kwargs) -> RoutingPlan:
+    """``fn(stats, θ)`` for θ = θmax·(1 − plan_margin); when that tighter target has no valid plan,
+    the paper's θmax (so a margin never turns a feasible re-plan into an infeasible one)."""
+    if plan_margin > 0:
+        plan = fn(stats, theta_max * (1 - plan_margin), **kwargs)
+        if plan.status in VALID:
+            return plan
+    return fn(stats, theta_max, **kwargs)
+
+
 class RoutingOptions(PartitionerOptions):
     theta_max: float = Field(THETA_MAX, ge=0, description="balance tolerance θmax: L(d) ≤ (1+θmax)·L̄")
     table_max: int = Field(3000, ge=0, description="routing-table size bound Amax (entries)")
@@ -57,6 +67,9 @@ class RoutingOptions(PartitionerOptions):
     window: int = Field(1, ge=1, description="batches w over which the state S(k, w) is summed")
     plan_on: Literal["current", "previous"] = Field("current", description="statistics batch: the batch given, or the previous one")
     discretisation_r: int = Field(0, ge=0, description="HLHE degree r for discretising c and S (0: exact)")
+    plan_margin: float = Field(0.0, ge=0, lt=1, description=(
+        "re-plan when max load > (1+θmax)·L̄ (as the paper), but plan for (1+θmax·(1−plan_margin))·L̄, so that "
+        "the next window's sampling noise and drift stay inside θmax (ours; 0 = the paper)"))
 
 
 class _RoutingTablePartitioner(Partitioner):
@@ -125,7 +138,7 @@ class _RoutingTablePartitioner(Partitioner):
             kwargs = {"beta": o.beta} if self.algorithm in ("mixed", "minmig") else {}
             if self.algorithm == "mixed":
                 kwargs["table_max"] = o.table_max
-            plan = fn(stats, o.theta_max, **kwargs)
+            plan = plan_with_margin(fn, stats, o.theta_max, o.plan_margin, **kwargs)
             self.rebuilt = True
             if not keep_new(plan, loads):     # digest §8 A6: an unbalanced plan that is no better
                 plan = RoutingPlan(self.algorithm, dict(stats.table), owner, loads, bound,
