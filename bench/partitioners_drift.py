@@ -57,14 +57,15 @@ def drifting_batches(z: float, support: int, tuples: int, batches: int, drift_ev
 def run_drift_bench(zs: Sequence[float] = (1.0, 1.5), support: int = 10_000, tuples: int = 200_000, batches: int = 30,
                     drift_every: int = 10, partitions: int = 8, algorithms: Optional[Sequence[str]] = None,
                     theta_max: float = 0.08, table_max: int = 3000, window: int = 5, settle: int = 3, seed: int = 0,
-                    progress=None) -> dict:
+                    progress=None, plan_margin: float = 0.5) -> dict:
     names = list(algorithms or DEFAULT_ALGORITHMS)
     cases = []
     for z in zs:
         stream = drifting_batches(z, support, tuples, batches, drift_every, seed)
         series: dict[str, list[dict]] = {}
         for name in names:
-            opts = {"theta_max": theta_max, "table_max": table_max, "plan_on": "previous", "window": window} \
+            opts = {"theta_max": theta_max, "table_max": table_max, "plan_on": "previous", "window": window,
+                    "plan_margin": plan_margin} \
                 if name in ROUTING_TABLES \
                 else ({"seed": seed} if name == "dalton" else {})
             part = get_partitioner(name, **opts)
@@ -93,7 +94,8 @@ def run_drift_bench(zs: Sequence[float] = (1.0, 1.5), support: int = 10_000, tup
     return {"cases": cases,
             "config": {"zs": list(zs), "support": support, "tuples": tuples, "batches": batches,
                        "drift_every": drift_every, "partitions": partitions, "algorithms": names,
-                       "theta_max": theta_max, "table_max": table_max, "window": window, "settle": settle, "seed": seed,
+                       "theta_max": theta_max, "table_max": table_max, "plan_margin": plan_margin, "window": window,
+                       "settle": settle, "seed": seed,
                        "python": platform.python_version(), "machine": platform.machine()}}
 
 

@@ -40,9 +40,9 @@ class MixedRoutingConfig(SafetyConfig):
     partitions: Optional[int] = Field(None, ge=1, le=4096, description="State partitions P (default: as reported)")
     theta_max: float = Field(THETA_MAX, ge=0, description="Balance tolerance: L(d) ≤ (1 + θmax)·L̄")
     table_max: int = Field(3000, ge=0, description="Routing-table size bound Amax")
-    plan_margin: float = Field(0.0, ge=0, lt=1, description=(
+    plan_margin: float = Field(0.5, ge=0, lt=1, description=(
         "Re-plan when max/mean > 1 + θmax (the paper) but plan for 1 + θmax·(1 − plan_margin), so the next "
-        "batches' noise and drift stay inside θmax (ours; 0 = the paper)"))
+        "batches' noise and drift stay inside θmax (ours, default 0.5; 0 = the paper)"))
     beta: float = Field(BETA, gt=0, description="γ = c^β / S")
     window: int = Field(5, ge=1, description="Reported batches summed into S(k, w)")
     state_unit: Literal["tuples", "rows"] = "tuples"

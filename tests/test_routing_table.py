@@ -260,3 +260,22 @@ def test_mixed_terminates_on_looping_cases():
             for amax in range(0, 7):
                 p = mixed(s, theta, amax)
                 assert len(p.trials) <= len(s.table) + 1 and len(set(p.trials)) == len(p.trials)
+
+
+@settings(max_examples=400, deadline=None)
+@given(instances(), st.sampled_from([0.25, 0.5, 0.9]))
+def test_plan_margin_targets_the_tighter_bound_and_falls_back_to_theta_max(inst, margin):
+    """``plan_with_margin`` (ours, off by default): a valid plan for θmax·(1 − margin) when there
+    is one; otherwise exactly the paper's plan for θmax, so a margin never loses a valid plan."""
+    from policies.partitioning.routing_plan import VALID, plan_with_margin
+
+    s, theta, amax = inst
+    plan = plan_with_margin(mixed, s, theta, margin, table_max=amax)
+    tight = mixed(s, theta * (1 - margin), amax)
+    if tight.status in VALID:
+        assert plan.table == tight.table and plan.bound == tight.bound
+        assert plan.loads.max(initial=0) <= (1 + theta * (1 - margin)) * s.cost.sum() / s.instances + 1e-9
+    else:
+        paper = mixed(s, theta, amax)
+        assert plan.table == paper.table and plan.status == paper.status
+    assert plan_with_margin(mixed, s, theta, 0.0, table_max=amax).table == mixed(s, theta, amax).table

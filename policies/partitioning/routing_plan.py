@@ -67,9 +67,9 @@ class RoutingOptions(PartitionerOptions):
     window: int = Field(1, ge=1, description="batches w over which the state S(k, w) is summed")
     plan_on: Literal["current", "previous"] = Field("current", description="statistics batch: the batch given, or the previous one")
     discretisation_r: int = Field(0, ge=0, description="HLHE degree r for discretising c and S (0: exact)")
-    plan_margin: float = Field(0.0, ge=0, lt=1, description=(
+    plan_margin: float = Field(0.5, ge=0, lt=1, description=(
         "re-plan when max load > (1+θmax)·L̄ (as the paper), but plan for (1+θmax·(1−plan_margin))·L̄, so that "
-        "the next window's sampling noise and drift stay inside θmax (ours; 0 = the paper)"))
+        "the next window's sampling noise and drift stay inside θmax (ours, default 0.5; 0 = the paper)"))
 
 
 class _RoutingTablePartitioner(Partitioner):
