@@ -11,6 +11,8 @@ import pytest
 import requests
 
 from bench.batch_sizing_spark import progress_batches
+from policies.base import BatchStats
+from policies.batch_interval import completed_points
 from collectors.batch_interval import BatchIntervalApplier, TriggerRestartApplier
 from collectors.sources.paced import register_paced_sources
 from collectors.sources.pacing import write_control
@@ -218,7 +220,10 @@ def test_fixed_point_through_the_control_plane_restarts_a_file_query(spark, star
         seen.extend(r["value"] for r in batch_df.collect())
         time.sleep(0.6)  # p ≈ Spark's overhead + 0.6 s > the initial 0.5 s interval
 
+    builds = []  # wall-clock ms of every (re)start: the old query is stopped just before
+
     def build(settings):
+        builds.append(time.time() * 1000)
         w = (spark.readStream.format("text").load(str(data)).writeStream.foreachBatch(sink)
              .option("checkpointLocation", settings["checkpoint"]).queryName("restart_e2e"))
         if settings.get("trigger_interval_s"):
@@ -259,9 +264,12 @@ def test_fixed_point_through_the_control_plane_restarts_a_file_query(spark, star
                  60, 0.5, "the resumed batch reported")
         batches = {b["batch_id"]: b for b in requests.get(f"{plane.url}/api/v1/jobs/{job}/batches",
                                                          timeout=10).json()["batches"]}
-        if resumed - 1 in batches:  # the interval the policy sees for it spans the restart
-            gap_s = (batches[resumed]["trigger_ms"] - batches[resumed - 1]["trigger_ms"]) / 1000.0
-            assert gap_s >= result.cost_s
+        if resumed - 1 in batches:  # the interval the policy sees for the resumed batch spans the restart
+            restart_ms = builds[1]
+            assert batches[resumed - 1]["trigger_ms"] <= restart_ms <= batches[resumed]["trigger_ms"]
+            pair = tuple(BatchStats(i, batches[i]["trigger_ms"], 1.0, 1, None, None) for i in (resumed - 1, resumed))
+            [(x, _)] = completed_points(pair, snap=False)
+            assert x == (batches[resumed]["trigger_ms"] - batches[resumed - 1]["trigger_ms"]) / 1000.0
     finally:
         stop.set()
         feeder.join(5)
