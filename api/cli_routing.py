@@ -48,3 +48,31 @@ def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitio
     plot_drift(report, plot)
     click.echo(format_drift(report))
     click.echo(f"wrote {out} and {plot}")
+
+
+@bench.command("routing-compact")
+@click.option("--keys", default=1_000_000, show_default=True, type=click.IntRange(1), help="Distinct keys.")
+@click.option("--z", default=1.0, show_default=True, type=click.FloatRange(0), help="Zipf exponent of the key costs.")
+@click.option("--tuples", default=10_000_000, show_default=True, type=click.IntRange(1), help="Tuples in the interval.")
+@click.option("--partitions", default=8, show_default=True, type=click.IntRange(1), help="Instances P.")
+@click.option("--degrees", default="0,4,16,64,256", show_default=True,
+              help="HLHE degrees r, comma-separated (0: exact values).")
+@click.option("--theta-max", default=0.08, show_default=True, type=click.FloatRange(0))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/routing_compact.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_routing_compact(keys, z, tuples, partitions, degrees, theta_max, seed, out) -> None:
+    """MinMig and Mixed per key vs on compact records (§3.8), with and without discretisation (§3.9)."""
+    from bench.output import write_json
+    from bench.routing_compact import format_compact, run_compact_bench
+
+    try:
+        rs = [int(x) for x in degrees.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {degrees!r}", param_hint="--degrees") from None
+    if not rs or any(r < 0 for r in rs):
+        raise click.BadParameter("degrees must be integers >= 0", param_hint="--degrees")
+    report = run_compact_bench(keys=keys, z=z, tuples=tuples, partitions=partitions, degrees=rs,
+                               theta_max=theta_max, seed=seed)
+    write_json(report, out)
+    click.echo(format_compact(report))
+    click.echo(f"wrote {out}")

@@ -29,7 +29,7 @@ from pydantic import Field
 from policies.base import JobView, Policy, Proposal
 from policies.partitioning.base import stable_hashes
 from policies.partitioning.routing_plan import keep_new, plan_with_margin
-from policies.partitioning.routing_table import ALGORITHMS, BETA, THETA_MAX, Stats, assignment, instance_loads
+from policies.partitioning.routing_table import BETA, THETA_MAX, Stats, algorithm, assignment, instance_loads
 from policies.partitioning.spark_hash import spark_partition
 from policies.plan_inputs import measured_balance, unplanned_batches
 from policies.safety import SafetyConfig
@@ -47,6 +47,8 @@ class MixedRoutingConfig(SafetyConfig):
     window: int = Field(5, ge=1, description="Reported batches summed into S(k, w)")
     state_unit: Literal["tuples", "rows"] = "tuples"
     algorithm: Literal["mixed", "mintable", "minmig"] = "mixed"
+    compact: bool = Field(False, description="Plan on compact records (§3.8) instead of per key")
+    discretisation_r: int = Field(0, ge=0, le=4096, description="HLHE degree r for discretising c and S (§3.9; 0: exact)")
     hash: Literal["spark", "crc32"] = "spark"
 
 
@@ -95,7 +97,7 @@ class MixedRoutingPolicy(Policy):
         c = np.concatenate([c, residual[extra]]); S = np.concatenate([S, np.zeros(len(extra))])
         hashed = np.concatenate([hashed, np.array(extra, dtype=np.int64)])
         fixed = np.r_[np.zeros(len(keys), dtype=bool), np.ones(len(extra), dtype=bool)]
-        st = Stats(c, S, hashed, P, table, fixed=fixed)
+        st = Stats(c, S, hashed, P, table, config.discretisation_r, fixed=fixed)
         loads = instance_loads(assignment(st.hashed, st.table), st.cost, P)
         bound = (1 + config.theta_max) * float(st.cost.sum()) / P
         inputs = {"batch_id": latest.batch_id, "keys": len(keys), "tuples": latest.tuples,
@@ -103,7 +105,7 @@ class MixedRoutingPolicy(Policy):
                   "table_size": len(old_table), "measured_max_mean_load": latest.max_mean_load}
         if loads.max(initial=0) <= bound + 1e-9 and len(old_table) <= config.table_max:
             return []                                     # balanced: keep the table, move nothing
-        fn = ALGORITHMS[config.algorithm]
+        fn = algorithm(config.algorithm, config.compact)
         kwargs = {"beta": config.beta} if config.algorithm in ("mixed", "minmig") else {}
         if config.algorithm == "mixed":
             kwargs["table_max"] = config.table_max

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, PlanError, stable_hashes
 from policies.partitioning.registry import register
-from policies.partitioning.routing_table import (ALGORITHMS, BETA, THETA_MAX, RoutingPlan, Stats, assignment,
+from policies.partitioning.routing_table import (BETA, THETA_MAX, algorithm, RoutingPlan, Stats, assignment,
                                                  instance_loads)
 
 
@@ -67,6 +67,8 @@ class RoutingOptions(PartitionerOptions):
     window: int = Field(1, ge=1, description="batches w over which the state S(k, w) is summed")
     plan_on: Literal["current", "previous"] = Field("current", description="statistics batch: the batch given, or the previous one")
     discretisation_r: int = Field(0, ge=0, description="HLHE degree r for discretising c and S (0: exact)")
+    compact: bool = Field(False, description="plan on compact records (§3.8; with discretisation_r > 0 "
+                                             "equal keys merge into few records)")
     plan_margin: float = Field(0.5, ge=0, lt=1, description=(
         "re-plan when max load > (1+θmax)·L̄ (as the paper), but plan for (1+θmax·(1−plan_margin))·L̄, so that "
         "the next window's sampling noise and drift stay inside θmax (ours, default 0.5; 0 = the paper)"))
@@ -134,7 +136,7 @@ class _RoutingTablePartitioner(Partitioner):
                                0.0, "ok")
             self.rebuilt = False
         else:
-            fn = ALGORITHMS[self.algorithm]
+            fn = algorithm(self.algorithm, o.compact)
             kwargs = {"beta": o.beta} if self.algorithm in ("mixed", "minmig") else {}
             if self.algorithm == "mixed":
                 kwargs["table_max"] = o.table_max

@@ -39,7 +39,7 @@ import numpy as np
 
 __all__ = ["Stats", "RoutingPlan", "assignment", "instance_loads", "migration_cost", "llfd",
            "min_table", "min_mig", "mixed", "mixed_bf", "simple", "exact_plan", "trimmed", "hlhe_representatives",
-           "discretise", "CompactRecords", "THETA_MAX", "BETA", "ALGORITHMS"]
+           "discretise", "CompactRecords", "THETA_MAX", "BETA", "ALGORITHMS", "algorithm"]
 
 THETA_MAX = 0.08
 BETA = 1.5
@@ -276,7 +276,7 @@ def _mixed_trial(stats: Stats, back: list[int], a: int, rank: np.ndarray, theta_
 
 
 def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, beta: float = BETA,
-          max_trials: Optional[int] = None, exact_keys: int = 12) -> RoutingPlan:
+          max_trials: Optional[int] = None, exact_keys: int = 12, compact: bool = False) -> RoutingPlan:
     """Algorithm 4 with the digest's deterministic rule (§3.5, §8 A8): trial a moves back the a
     table entries with the smallest state (C_mem), then Phase II + LLFD by γ; the first balanced
     plan with |A'| ≤ Amax (``table_max``) ends the trials.
@@ -291,16 +291,31 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
       cheap to solve exactly.
     - Otherwise the smallest plan is returned (status ``table_violation``, or ``infeasible`` when
       a single key exceeds U) **trimmed to Amax**: its entries of lowest cost move back to h(k),
-      so |A'| ≤ Amax holds always (the digest returns the untrimmed smallest table)."""
+      so |A'| ≤ Amax holds always (the digest returns the untrimmed smallest table).
+
+    ``compact=True`` runs every trial and MinTable on compact records (``routing_compact``, §3.8)."""
     back = memory_order(stats, list(stats.table))
-    rank = _rank(gamma_order(stats, beta))
+    if compact:
+        from policies.partitioning.routing_compact import KeySpace, compact_plan, min_table_compact
+
+        space = KeySpace(stats)
+
+        def trial(a: int) -> RoutingPlan:
+            return compact_plan("mixed", stats, theta_max, "gamma", beta, back=a, space=space)
+        table_only = min_table_compact
+    else:
+        rank = _rank(gamma_order(stats, beta))
+
+        def trial(a: int) -> RoutingPlan:
+            return _mixed_trial(stats, back, a, rank, theta_max)
+        table_only = min_table
     limit = len(back) + 1 if max_trials is None else max_trials
     tried: list[int] = []
     results: list[RoutingPlan] = []
     found: Optional[RoutingPlan] = None
     a = 0
     while len(tried) < limit:
-        plan = _mixed_trial(stats, back, a, rank, theta_max)
+        plan = trial(a)
         tried.append(a); results.append(plan)
         if plan.size <= table_max and plan.status == "ok":
             found = plan
@@ -316,7 +331,7 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
             nxt = untried[0]
         a = nxt
     trials = tuple(tried)
-    mt = min_table(stats, theta_max)
+    mt = table_only(stats, theta_max)
     mt_valid = mt.size <= table_max and mt.status == "ok"
     if found is not None:
         if mt_valid and mt.migration < found.migration - EPS:
@@ -430,6 +445,20 @@ def simple(stats: Stats, theta_max: float = THETA_MAX) -> RoutingPlan:
 
 ALGORITHMS = {"mixed": mixed, "mintable": min_table, "minmig": min_mig, "mixed_bf": mixed_bf,
               "llfd": llfd, "simple": simple}
+
+
+def algorithm(name: str, compact: bool = False):
+    """The planner ``name`` (a key of ALGORITHMS); ``compact=True``: the same algorithm on compact
+    records (``routing_compact``, §3.8) — mixed, mintable, minmig and llfd."""
+    if not compact:
+        return ALGORITHMS[name]
+    from policies.partitioning import routing_compact as rc
+
+    table = {"mixed": lambda stats, theta_max=THETA_MAX, **kw: mixed(stats, theta_max, compact=True, **kw),
+             "mintable": rc.min_table_compact, "minmig": rc.min_mig_compact, "llfd": rc.llfd_compact}
+    if name not in table:
+        raise ValueError(f"{name!r} has no compact-record variant (one of {sorted(table)})")
+    return table[name]
 
 
 # -- discretisation (§3.9) -------------------------------------------------------------------------
