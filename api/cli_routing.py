@@ -20,13 +20,15 @@ from api.cli_extra import bench
 @click.option("--table-max", default=3000, show_default=True, type=click.IntRange(0), help="Routing tables: Amax.")
 @click.option("--plan-margin", default=0.5, show_default=True, type=click.FloatRange(0, 1, max_open=True),
               help="Routing tables: re-plan above θmax but plan for θmax·(1 − margin) (0: the paper's target).")
+@click.option("--dalton-hot-factor", default=8.0, show_default=True, type=click.FloatRange(1, 100),
+              help="Also run Dalton with heavy hitters at count ≥ total/(factor·P) (ours; 1: only the paper's).")
 @click.option("--window", default=5, show_default=True, type=click.IntRange(1), help="Routing tables: state window w (batches).")
 @click.option("--settle", default=3, show_default=True, type=click.IntRange(0), help="Batches after each drift excluded from 'converged'.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", default="bench-results/partitioners_drift.json", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--plot", default="bench-results/partitioners_drift.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
-                             plan_margin, window, settle, seed, out, plot) -> None:
+                             plan_margin, dalton_hot_factor, window, settle, seed, out, plot) -> None:
     """Max/mean load per batch, migration cost, table size and decisions/s on a drifting Zipf stream."""
     from bench.output import write_json
     from bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
@@ -41,7 +43,7 @@ def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitio
                                  partitions=partitions,
                                  algorithms=[a.strip() for a in algorithms.split(",")] if algorithms else None,
                                  theta_max=theta_max, table_max=table_max, window=window, settle=settle, seed=seed,
-                                 plan_margin=plan_margin)
+                                 plan_margin=plan_margin, dalton_hot_factor=dalton_hot_factor)
     except PlanError as exc:
         raise click.ClickException(str(exc)) from None
     write_json(report, out)

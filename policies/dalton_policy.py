@@ -36,6 +36,9 @@ class DaltonConfig(SafetyConfig):
     epsilon: float = Field(0.1, ge=0, le=1)
     gamma: float = Field(0.1, gt=0, le=1)
     decisions_per_key: int = Field(4096, ge=1, description="Bandit decisions per hot key and batch")
+    hot_factor: float = Field(1.0, ge=1, le=100, description="Heavy hitter: count ≥ total / (hot_factor·n); 1 is "
+                                                             "the paper's Def. 3.3 (ours: > 1 also routes the keys "
+                                                             "just below 1/n)")
 
 
 def _batch_arrays(key_counts, other_keys: int, other_tuples: int, P: int):
@@ -65,7 +68,7 @@ class DaltonPolicy(Policy):
         P = int(latest.partitions or config.partitions)
         R = int(config.reduce or latest.reduce or P)
         agent = MicroBatchAgent(P, seed=config.seed, decisions_per_key=config.decisions_per_key,
-                                epsilon=config.epsilon, gamma=config.gamma)
+                                epsilon=config.epsilon, gamma=config.gamma, hot_factor=config.hot_factor)
         routing = keys = None
         for s in stats:
             keys, counts, hashed = _batch_arrays(s.key_counts, s.other_keys, s.other_tuples, P)

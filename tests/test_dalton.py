@@ -264,3 +264,28 @@ def test_micro_batch_routing_cost_measured():
     assert np.array_equal(np.bincount(r.dest, minlength=16),
                           np.bincount(r.frag_block, weights=r.frag_count, minlength=16))
     assert r.decisions <= 4096 * len(r.hot)         # bounded Python work per batch
+
+
+def test_hot_factor_routes_the_keys_just_below_one_nth():
+    """``hot_factor`` κ (ours; 1 = Def. 3.3): heavy hitters are the keys with count ≥ total/(κ·n)."""
+    keys = ["a", "b", "c", "d"] + [f"t{i}" for i in range(60)]
+    counts = np.array([400, 150, 80, 60] + [5] * 60)           # total 990, n = 4: 1/n = 247.5
+    assert MicroBatchAgent(4).heavy_hitters(keys, counts).tolist() == [0]
+    assert MicroBatchAgent(4, hot_factor=2).heavy_hitters(keys, counts).tolist() == [0, 1]   # ≥ 123.75
+    assert MicroBatchAgent(4, hot_factor=4).heavy_hitters(keys, counts).tolist() == [0, 1, 2]  # ≥ 61.9
+    with pytest.raises(ValueError, match="hot_factor"):
+        MicroBatchAgent(4, hot_factor=0.5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hot_factor_gets_below_the_cold_floor_on_drifting_zipf(seed):
+    """Zipf 1.5, P = 8, hot keys drifting: with κ = 1 the hashed keys just below 1/n limit the
+    balance (the "cold floor"); with κ = 2 Dalton converges to ≤ 1.1 max/mean on every seed."""
+    from bench.partitioners_drift import run_drift_bench
+
+    r = run_drift_bench(zs=(1.5,), algorithms=["dalton"], seed=seed, tuples=50_000, batches=12, drift_every=4,
+                        settle=2, dalton_hot_factor=2.0)
+    s = r["cases"][0]["summary"]
+    assert s["dalton-hh2"]["converged_max_mean"] <= 1.1
+    assert s["dalton-hh2"]["converged_max_mean"] <= s["dalton"]["converged_max_mean"] + 1e-9
+    assert max(row["table_size"] for row in r["cases"][0]["series"]["dalton-hh2"]) <= 2 * 2 * 8

@@ -152,7 +152,7 @@ def test_drift_bench_tiny(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(out.read_text())
     series = rep["cases"][0]["series"]
-    assert set(series) == {"hash", "dalton", "mixed", "mintable"} and all(len(v) == 4 for v in series.values())
+    assert set(series) == {"hash", "dalton", "dalton-hh8", "mixed", "mintable"} and all(len(v) == 4 for v in series.values())
     assert all(row["table_size"] is not None for row in series["mixed"]) and png.exists()
     assert "max/mean" in r.output
 

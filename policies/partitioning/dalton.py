@@ -259,9 +259,12 @@ class MicroBatchAgent:
     def __init__(self, n: int, *, seed: int = 0, block: Optional[int] = None, decisions_per_key: int = 4096,
                  load_window: int = 1,
                  gamma: float = GAMMA, epsilon: float = EPSILON, p1: float = P1, p2: float = P2,
-                 q_init: float = Q_INIT, strict: bool = False):
+                 q_init: float = Q_INIT, strict: bool = False, hot_factor: float = 1.0):
         if n < 1 or (block is not None and block < 1) or decisions_per_key < 1 or load_window < 1:
             raise ValueError("need n >= 1, block >= 1, decisions_per_key >= 1 and load_window >= 1")
+        if not hot_factor >= 1:
+            raise ValueError("hot_factor must be >= 1")
+        self.hot_factor = hot_factor
         self.n, self.seed, self.block, self.load_window = n, seed, block, load_window
         self.decisions_per_key = decisions_per_key
         self.gamma, self.epsilon, self.p1, self.p2, self.q_init, self.strict = gamma, epsilon, p1, p2, q_init, strict
@@ -280,10 +283,16 @@ class MicroBatchAgent:
     # -- heavy hitters (Def. 3.3 over the batch, rows for the current and the next batch) --
     def heavy_hitters(self, keys: Sequence, counts: np.ndarray) -> np.ndarray:
         """Indices of the batch's hot keys: count ≥ batch total / n (or the global GL/n after a
-        cooperative sync, §4.1 property 3), plus keys whose row has not expired."""
+        cooperative sync, §4.1 property 3), plus keys whose row has not expired.
+
+        ``hot_factor`` κ > 1 (our extension, off by default: κ = 1 is Def. 3.3) lowers the threshold
+        to total / (κ·n): keys between 1/(κn) and 1/n of the load are bandit-routed too instead of
+        hashed, at most κ·n of them at a stable rate. On skewed streams the keys just below 1/n,
+        hashed together, can alone load one combiner above the mean ("cold floor"), which no
+        placement of the heavy hitters can fix; DAGreedy uses total / (100 n) for the same reason."""
         counts = np.asarray(counts, dtype=np.int64)
         total = int(counts.sum())
-        thr = self.global_threshold if self.global_threshold is not None else total / self.n
+        thr = (self.global_threshold if self.global_threshold is not None else total / self.n) / self.hot_factor
         over = counts > thr if self.strict else counts >= thr
         if total == 0:
             over[:] = False

@@ -27,6 +27,8 @@ class DaltonOptions(PartitionerOptions):
     block: Optional[int] = Field(None, ge=1, description="tuples per bandit decision (default: adaptive)")
     decisions_per_key: int = Field(4096, ge=1, description="bandit decisions per hot key and batch when block is adaptive")
     load_window: int = Field(1, ge=1, description="batches in the load window L (1: per micro-batch)")
+    hot_factor: float = Field(1.0, ge=1, le=100, description="heavy hitter: count ≥ total / (hot_factor·n); "
+                                                             "1 is the paper's Def. 3.3 (ours: > 1)")
 
 
 @register
@@ -47,7 +49,7 @@ class Dalton(Partitioner):
             self._agents[partitions] = MicroBatchAgent(partitions, seed=o.seed, block=o.block,
                                                        decisions_per_key=o.decisions_per_key,
                                                        load_window=o.load_window, gamma=o.gamma,
-                                                       epsilon=o.epsilon)
+                                                       epsilon=o.epsilon, hot_factor=o.hot_factor)
         return self._agents[partitions]
 
     def assign_blocks(self, batch: KeyCounts, partitions: int) -> Fragments:
