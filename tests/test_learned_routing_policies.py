@@ -175,3 +175,18 @@ def test_routed_count_restore_pins_the_version_of_the_first_uncommitted_batch(tm
     assert rc.version == 2 and rc.table == {"a": 1, "b": 2} and store.read()["version"] == 2
     for k, d in rc.table.items():
         assert spark_partition(4, rc.tokens.get(k, 0), k) == d
+
+
+def test_dalton_policy_hot_factor_routes_more_keys():
+    """``hot_factor`` κ: keys with count ≥ total/(κ·n) go through the bandit (ours; κ = 1 is the
+    paper). Total 10 500 over n = 4: "mid" (1 500) is below 1/n = 2 625 but above 1/(2n)."""
+    cls = get_policy("dalton")
+    data = [("hot", 4500), ("mid", 1500)] + [(f"k{i}", 40) for i in range(100)]
+    stats = [batch(i, data, other_keys=50, other_tuples=500) for i in range(3)]
+    paper = cls().evaluate(view(stats), validate_config(cls, {"seed": 1}))[0].value
+    wider = cls().evaluate(view(stats), validate_config(cls, {"seed": 1, "hot_factor": 2}))[0].value
+    assert set(paper["assignment"]) == {"hot"} and set(wider["assignment"]) == {"hot", "mid"}
+    import pytest
+    from policies.registry import InvalidConfig
+    with pytest.raises(InvalidConfig, match="hot_factor"):
+        validate_config(cls, {"hot_factor": 0.5})
