@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 

@@ -3,7 +3,7 @@
 instances, validity properties, and the partitioner / policy switch."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from policies.partitioning.routing_compact import KeySpace, llfd_compact, min_mig_compact, min_table_compact
 from policies.partitioning.routing_table import CompactRecords, Stats, llfd, min_mig, min_table, mixed

@@ -403,7 +403,7 @@ class MicroBatchAgent:
         hot_pos = np.nonzero(is_hot[arrival])[0]
         hot_keys = arrival[hot_pos]
         by_key = np.lexsort((hot_pos, hot_keys))
-        pos_sorted, key_sorted = hot_pos[by_key], hot_keys[by_key]
+        pos_sorted = hot_pos[by_key]
         # the blocks in (key, start) order cover each key's tuples (in arrival order) contiguously
         blk = np.lexsort((starts, order))
         dest[pos_sorted] = np.repeat(block_dest[blk], sizes[blk])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 from pydantic import Field
 
 from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, stable_hashes
