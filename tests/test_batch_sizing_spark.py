@@ -265,7 +265,7 @@ def test_fixed_point_through_the_control_plane_restarts_a_file_query(spark, star
         batches = {b["batch_id"]: b for b in requests.get(f"{plane.url}/api/v1/jobs/{job}/batches",
                                                          timeout=10).json()["batches"]}
         if resumed - 1 in batches:  # the interval the policy sees for the resumed batch spans the restart
-            restart_ms = builds[1]
+            restart_ms = builds[sup.results.index(result) + 1]  # builds[0] is the first start
             assert batches[resumed - 1]["trigger_ms"] <= restart_ms <= batches[resumed]["trigger_ms"]
             pair = tuple(BatchStats(i, batches[i]["trigger_ms"], 1.0, 1, None, None) for i in (resumed - 1, resumed))
             [(x, _)] = completed_points(pair, snap=False)
