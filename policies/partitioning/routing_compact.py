@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, UNASSIGNED, CompactRecords, RoutingPlan,
-                                                 Stats, _bound, _evaluate, assignment)
+                                                 Stats, _bound, _evaluate, assignment, fewest_keys, llfd_target)
 
 Record = tuple  # (d_next, d_cur, d_hash, c, S)
 
@@ -68,20 +68,6 @@ class Orders:
     def memory(self, rec: Record) -> tuple:
         """C_mem: S ascending."""
         return (rec[4], self._tie(rec))
-
-
-def _fewest(over: float, c: float, n: int) -> int:
-    """The fewest keys of cost c, between 1 and n, that bring ``over`` (> EPS) to ≤ EPS — what
-    the per-key loops take one key at a time from a run of n equal keys (all n when c = 0: they
-    do not lower ``over``, and Adjust takes them on its way)."""
-    if c <= 0:
-        return n
-    m = min(n, max(1, math.ceil((over - EPS) / c)))
-    while m > 1 and over - (m - 1) * c <= EPS:
-        m -= 1
-    while m < n and over - m * c > EPS:
-        m += 1
-    return m
 
 
 class KeySpace:
@@ -165,7 +151,7 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
             c = rec[3]
             if c <= 0:
                 continue
-            m = _fewest(loads[d] - U, c, recs.records[rec])
+            m = fewest_keys(loads[d] - U, c, recs.records[rec])
             recs.take(rec, m, UNASSIGNED)
             loads[d] -= c * m
     waiting = [r for r in recs.records if r[0] == UNASSIGNED]
@@ -173,9 +159,11 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
         return recs, loads, True
     # Phase III: LLFD with Adjust; residents are the keys that stayed after Phase II
     residents: list[list] = [[] for _ in range(N)]
+    avail: dict = {}                            # resident record -> keys not bumped yet
     for rec in sorted(recs.records, key=order):
         if rec[0] != UNASSIGNED:
-            residents[rec[0]].append([rec, recs.records[rec]])
+            residents[rec[0]].append(rec)
+            avail[rec] = recs.records[rec]
     heap = [(order(r), r) for r in waiting]
     heapq.heapify(heap)
     feasible = True
@@ -185,29 +173,12 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
             heapq.heappop(heap)
             continue
         ck = rec[3]
-        target = None
-        for d in sorted(range(N), key=lambda d: (loads[d], d)):
-            if loads[d] + ck <= U + EPS:
-                target = d
-                break
-            excess, chosen = loads[d] + ck - U, []
-            for slot in residents[d]:
-                r2, avail = slot
-                if avail == 0 or r2[3] >= ck:
-                    continue
-                m = _fewest(excess, r2[3], avail)
-                chosen.append((slot, m))
-                excess -= r2[3] * m
-                if excess <= EPS:
-                    break
-            if chosen and excess <= EPS:
-                for slot, m in chosen:
-                    slot[1] -= m
-                    loads[d] -= slot[0][3] * m
-                    new = recs.take(slot[0], m, UNASSIGNED)
-                    heapq.heappush(heap, (order(new), new))
-                target = d
-                break
+        target, chosen = llfd_target(loads, ck, U, residents, lambda r: r[3], avail.__getitem__)
+        for r2, m in chosen:
+            avail[r2] -= m
+            loads[target] -= r2[3] * m
+            new = recs.take(r2, m, UNASSIGNED)
+            heapq.heappush(heap, (order(new), new))
         if target is None:                      # §8 A6: least-loaded instance, plan infeasible
             feasible = False
             target = min(range(N), key=lambda d: (loads[d], d))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -180,6 +180,47 @@ def _bound(stats: Stats, theta_max: float) -> float:
     return (1 + theta_max) * float(stats.cost.sum()) / stats.instances
 
 
+def fewest_keys(over: float, c: float, n: int) -> int:
+    """The fewest keys of cost c, between 1 and n, that bring ``over`` (> EPS) to ≤ EPS, taking
+    them one at a time (all n when c = 0: they do not lower ``over``, and Adjust takes them on its
+    way). For one key (n = 1) this is 1; for a record of n equal keys it is what the per-key loop
+    would take from a run of them."""
+    if c <= 0:
+        return n
+    m = min(n, max(1, math.ceil((over - EPS) / c)))
+    while m > 1 and over - (m - 1) * c <= EPS:
+        m -= 1
+    while m < n and over - m * c > EPS:
+        m += 1
+    return m
+
+
+def llfd_target(loads: np.ndarray, ck: float, U: float, residents: Sequence[list],
+                cost: Callable[[object], float], available: Callable[[object], int]) -> tuple[Optional[int], list]:
+    """LLFD's choice for one key of cost ``ck`` (Algorithm 1, with Adjust): instances by (load,
+    index); the first one the key fits on (L + c ≤ U), or the first one on which Adjust frees room
+    by taking, in criterion order, the fewest residents of strictly smaller cost. ``residents[d]``
+    lists items in criterion order (an item is one key, or a record of equal keys); ``cost(item)``
+    is its per-key cost and ``available(item)`` how many of its keys can still be bumped. Returns
+    (instance or None, the ``(item, m)`` to bump); the caller moves them and places the key."""
+    for d in sorted(range(len(loads)), key=lambda d: (loads[d], d)):
+        if loads[d] + ck <= U + EPS:
+            return d, []
+        excess, chosen = loads[d] + ck - U, []
+        for item in residents[d]:
+            avail, c2 = available(item), cost(item)
+            if avail == 0 or c2 >= ck:
+                continue
+            m = fewest_keys(excess, c2, avail)
+            chosen.append((item, m))
+            excess -= c2 * m
+            if excess <= EPS:
+                break
+        if chosen and excess <= EPS:
+            return d, chosen
+    return None, []
+
+
 def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) -> tuple[dict, np.ndarray, bool]:
     """Phase II (disassociate keys, criterion order, from each overloaded instance while L > U;
     keys with c = 0 are skipped, §8 A7) and Phase III (LLFD). Returns (A', F', feasible)."""
@@ -214,24 +255,10 @@ def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) 
     while heap:
         _, k = heapq.heappop(heap)
         ck = c[k]
-        target = None
-        for d in sorted(range(N), key=lambda d: (loads[d], d)):
-            if loads[d] + ck <= U + EPS:
-                target = d
-                break
-            excess, chosen = loads[d] + ck - U, []
-            for k2 in residents[d]:
-                if bumped[k2] or c[k2] >= ck:
-                    continue
-                chosen.append(k2); excess -= c[k2]
-                if excess <= EPS:
-                    break
-            if chosen and excess <= EPS:
-                for k2 in chosen:
-                    bumped[k2] = True; loads[d] -= c[k2]; owner[k2] = -1; table.pop(k2, None)
-                    heapq.heappush(heap, (int(rank[k2]), k2))
-                target = d
-                break
+        target, chosen = llfd_target(loads, ck, U, residents, c.__getitem__, lambda k2: 0 if bumped[k2] else 1)
+        for k2, _m in chosen:
+            bumped[k2] = True; loads[target] -= c[k2]; owner[k2] = -1; table.pop(k2, None)
+            heapq.heappush(heap, (int(rank[k2]), k2))
         if target is None:                     # §8 A6: least-loaded instance, plan infeasible
             feasible = False
             target = min(range(N), key=lambda d: (loads[d], d))
