@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-unit bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# the quick loop: no Spark, no servers
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
 
 bench: install
 	$(BIN)/spark-governor bench overhead

@@ -23,9 +23,9 @@ from typing import Optional
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from aggregators import queries
-from aggregators.latency import BatchLatency, span_latencies
-from aggregators.models import batches, decisions, latency_constraints
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.latency import BatchLatency, span_latencies
+from spark_governor.aggregators.models import batches, decisions, latency_constraints
 
 DEFAULT_SPAN_S = 5.0
 

@@ -11,9 +11,9 @@ from typing import Any, Optional
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
-from aggregators.models import decisions, directives, events, knob_states
-from policies.safety import KnobHistory
-from policies.wire import DirectiveAck
+from spark_governor.aggregators.models import decisions, directives, events, knob_states
+from spark_governor.policies.safety import KnobHistory
+from spark_governor.policies.wire import DirectiveAck
 
 
 def current_directives(conn: Connection, job_id: int) -> list[dict]:

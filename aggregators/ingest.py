@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
+from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
                                 runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
                                 template_windows)
-from aggregators.directives import apply_acks
-from aggregators.partitions import store_partition_stats
-from aggregators.welford import Moments
-from policies.wire import Report
+from spark_governor.aggregators.directives import apply_acks
+from spark_governor.aggregators.partitions import store_partition_stats
+from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.wire import Report
 
 DEFAULT_WINDOW_MS = 5_000
 

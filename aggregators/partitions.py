@@ -6,9 +6,9 @@ from typing import Optional
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
-from aggregators.models import partition_stats
-from policies.base import PartitionBatchStats
-from policies.wire import Report
+from spark_governor.aggregators.models import partition_stats
+from spark_governor.policies.base import PartitionBatchStats
+from spark_governor.policies.wire import Report
 
 _FIELDS = ("batch_id", "query_id", "algorithm", "source", "partitions", "reduce", "tuples", "keys", "exact",
            "other_keys", "other_tuples", "bsi", "bci", "ksr", "mpi", "max_mean_load", "bsi_buckets", "split_keys",

@@ -14,10 +14,10 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
+from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
                                 runtime_vertices, runtime_windows, template_vertices, template_windows)
-from aggregators.welford import Moments
-from policies.wire import EVENT_TIME_METRIC
+from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.wire import EVENT_TIME_METRIC
 
 
 class NotFound(LookupError):

@@ -11,7 +11,7 @@ import time
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Engine
 
-from aggregators.models import batches, partition_stats, runtime_windows, stage_runs, tasks, template_windows
+from spark_governor.aggregators.models import batches, partition_stats, runtime_windows, stage_runs, tasks, template_windows
 
 #: (table, timestamp column in epoch ms)
 _AGED = ((tasks, tasks.c.finish_ms), (runtime_windows, runtime_windows.c.window_start_ms),

@@ -8,11 +8,11 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from aggregators import constraints, queries
-from aggregators.directives import current_directives
-from aggregators.partitions import recent_partition_stats, view_stats
-from aggregators.models import batches, decisions
-from policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, StageStats
+from spark_governor.aggregators import constraints, queries
+from spark_governor.aggregators.directives import current_directives
+from spark_governor.aggregators.partitions import recent_partition_stats, view_stats
+from spark_governor.aggregators.models import batches, decisions
+from spark_governor.policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, StageStats
 
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,

@@ -17,16 +17,16 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from aggregators import queries
-from aggregators.directives import current_directives
-from aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
-from api.constraints_api import build_constraints_blueprint
-from api.partitioning_api import build_partitioning_blueprint
-from api.governor import Governor
-from api.metrics import build_registry
-from api.openapi import openapi_document
-from api.policies_api import build_blueprint
-from policies.wire import ReportError, parse_report
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.directives import current_directives
+from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
+from spark_governor.api.constraints_api import build_constraints_blueprint
+from spark_governor.api.partitioning_api import build_partitioning_blueprint
+from spark_governor.api.governor import Governor
+from spark_governor.api.metrics import build_registry
+from spark_governor.api.openapi import openapi_document
+from spark_governor.api.policies_api import build_blueprint
+from spark_governor.policies.wire import ReportError, parse_report
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from flask import g, request
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Engine
 
-from aggregators import queries
-from aggregators.models import api_tokens, audit_log
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.models import api_tokens, audit_log
 
 
 class ApiError(Exception):
@@ -31,7 +31,7 @@ def parse_body(model, hint: str):
     from flask import request
     from pydantic import ValidationError
 
-    from policies.wire import describe_validation_error
+    from spark_governor.policies.wire import describe_validation_error
 
     body = request.get_json(silent=True)
     if not isinstance(body, dict):

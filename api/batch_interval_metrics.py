@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from aggregators.models import batches, decisions, jobs
+from spark_governor.aggregators.models import batches, decisions, jobs
 
 PREFIX = "spark_governor"
 

@@ -10,7 +10,7 @@ import threading
 import click
 import requests
 
-from aggregators.db import DEFAULT_DB_URL
+from spark_governor.aggregators.db import DEFAULT_DB_URL
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 
@@ -42,8 +42,8 @@ def serve(host: str, port: int, db_url: str, window_seconds: float, retention_ho
     """Start the control plane (HTTP API, /metrics and the scheduler)."""
     import os
 
-    from api.app import Settings
-    from api.server import ControlPlane, SchemaNotCurrent
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane, SchemaNotCurrent
 
     named = {}
     for item in [*tokens, *filter(None, os.environ.get("SPARK_GOVERNOR_TOKENS", "").split(","))]:
@@ -79,7 +79,7 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(db_url: str, revision: str) -> None:
     """Upgrade the schema to REVISION."""
-    from aggregators.db import upgrade
+    from spark_governor.aggregators.db import upgrade
 
     upgrade(db_url, revision)
     click.echo(f"upgraded {db_url} to {revision}")
@@ -90,7 +90,7 @@ def db_upgrade(db_url: str, revision: str) -> None:
 @click.option("--revision", default="base", show_default=True)
 def db_downgrade(db_url: str, revision: str) -> None:
     """Downgrade the schema to REVISION (default: empty)."""
-    from aggregators.db import downgrade
+    from spark_governor.aggregators.db import downgrade
 
     downgrade(db_url, revision)
     click.echo(f"downgraded {db_url} to {revision}")
@@ -100,7 +100,7 @@ def db_downgrade(db_url: str, revision: str) -> None:
 @click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True)
 def db_current(db_url: str) -> None:
     """Print the schema revision of the database."""
-    from aggregators.db import current_revision
+    from spark_governor.aggregators.db import current_revision
 
     click.echo(current_revision(db_url) or "(empty)")
 
@@ -127,7 +127,7 @@ def _get(endpoint: str, path: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the API's JSON instead of a table.")
 def stats(job: str, endpoint: str, windows: int, as_json: bool) -> None:
     """Print per-stage statistics of JOB from a running control plane."""
-    from api.tables import batches_table, stages_table
+    from spark_governor.api.tables import batches_table, stages_table
 
     stages = _get(endpoint, f"/api/v1/jobs/{job}/stages?windows={windows}")
     batches = _get(endpoint, f"/api/v1/jobs/{job}/batches?limit=1000")
@@ -142,12 +142,12 @@ def stats(job: str, endpoint: str, windows: int, as_json: bool) -> None:
 if __name__ == "__main__":  # pragma: no cover
     # ``python -m api.cli``: run the importable ``api.cli`` (the command modules below register on
     # it and import it back; registering them on ``__main__`` would import this file twice)
-    from api.cli import main as _main
+    from spark_governor.api.cli import main as _main
 
     sys.exit(_main())
 
-from api import cli_extra  # noqa: E402,F401  (registers demo, dashboards and bench commands)
-from api import cli_plan  # noqa: E402,F401  (registers plan and bench partitioners / spark-skew)
-from api import cli_batch  # noqa: E402,F401  (registers bench batch-sizing)
-from api import cli_scaling_real  # noqa: E402,F401  (registers bench scaling-real)
-from api import cli_routing  # noqa: E402,F401  (registers bench partitioners-drift)
+from spark_governor.api import cli_extra  # noqa: E402,F401  (registers demo, dashboards and bench commands)
+from spark_governor.api import cli_plan  # noqa: E402,F401  (registers plan and bench partitioners / spark-skew)
+from spark_governor.api import cli_batch  # noqa: E402,F401  (registers bench batch-sizing)
+from spark_governor.api import cli_scaling_real  # noqa: E402,F401  (registers bench scaling-real)
+from spark_governor.api import cli_routing  # noqa: E402,F401  (registers bench partitioners-drift)

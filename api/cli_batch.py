@@ -6,8 +6,8 @@ import time
 
 import click
 
-from api.cli_extra import bench
-from bench.output import write_json
+from spark_governor.api.cli_extra import bench
+from spark_governor.bench.output import write_json
 
 
 @bench.command("batch-sizing")
@@ -28,7 +28,7 @@ from bench.output import write_json
 def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no_plot: bool, with_spark: bool,
                        spark_phase_seconds: float, spark_rate: float, spark_cost_per_row: float) -> None:
     """Batch-interval controllers on a queueing simulation of a micro-batch system (and real Spark)."""
-    from bench.batch_sizing import run_bench
+    from spark_governor.bench.batch_sizing import run_bench
 
     started = time.perf_counter()
     report = run_bench(horizon_s=horizon, seed=seed, out_dir=out_dir, noise=noise, png=not no_plot)
@@ -36,7 +36,7 @@ def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no
     click.echo(f"wrote {report['json']}" + (f" and {report['png']}" if "png" in report else "")
                + f" ({time.perf_counter() - started:.1f} s)", err=True)
     if with_spark:
-        from bench.batch_sizing_spark import format_spark_table, run_spark_bench
+        from spark_governor.bench.batch_sizing_spark import format_spark_table, run_spark_bench
 
         spark_report = run_spark_bench(rate=spark_rate, phase_s=spark_phase_seconds, cost_per_row_s=spark_cost_per_row,
                                        log=lambda m: click.echo(m, err=True))

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 import requests
 
-from api.cli import _get, main
-from bench.output import write_json
+from spark_governor.api.cli import _get, main
+from spark_governor.bench.output import write_json
 
 
 def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | None = None) -> None:
@@ -48,13 +48,13 @@ def free_port() -> int:
 @click.option("--db", "db_url", default=None, help="Database URL (default: a temporary SQLite file).")
 def demo(seconds: float, rate: int, keys: int, skew: float, port: int, db_url: str | None) -> None:
     """Start a control plane, run the Zipf example job against it, print per-stage statistics."""
-    from collectors.demo_job import DemoConfig, run_demo_job
+    from spark_governor.collectors.demo_job import DemoConfig, run_demo_job
 
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="sg-demo-") as tmp:
         db_url = db_url or f"sqlite:///{Path(tmp) / 'demo.db'}"
-        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--db", db_url],
+        proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_healthy(url, proc=proc)
@@ -63,7 +63,7 @@ def demo(seconds: float, rate: int, keys: int, skew: float, port: int, db_url: s
             result = run_demo_job(cfg)
             click.echo(f"job finished: {result.batches} micro-batches, {result.input_rows:,} rows; "
                        f"reporter: {result.reporter_stats}", err=True)
-            from api.tables import batches_table, stages_table
+            from spark_governor.api.tables import batches_table, stages_table
 
             stages = _get(url, "/api/v1/jobs/zipf-demo/stages?windows=1000")
             click.echo(stages_table(stages["stages"]))
@@ -85,7 +85,7 @@ def dashboards() -> None:
 @dashboards.command("list")
 def dashboards_list() -> None:
     """List the dashboards and their panel counts."""
-    from dashboards import load_all
+    from spark_governor.dashboards import load_all
 
     for d in load_all():
         click.echo(f"{d['uid']}: {d['title']} ({len(d['panels'])} panels)")
@@ -95,7 +95,7 @@ def dashboards_list() -> None:
 @click.argument("uid")
 def dashboards_export(uid: str) -> None:
     """Print dashboard UID as JSON."""
-    from dashboards import load_all
+    from spark_governor.dashboards import load_all
 
     for d in load_all():
         if d["uid"] == uid:
@@ -113,7 +113,7 @@ def dashboards_export(uid: str) -> None:
 @click.option("--folder-uid", default=None, help="Grafana folder uid.")
 def dashboards_push(grafana_url: str, token, user, password, datasource_uid, folder_uid) -> None:
     """Create or update every dashboard in Grafana (grafana-client)."""
-    from dashboards.push import PushError, push_all
+    from spark_governor.dashboards.push import PushError, push_all
 
     try:
         for uid, status in push_all(grafana_url, token=token, user=user, password=password,
@@ -137,7 +137,7 @@ def bench() -> None:
 @click.option("--out", default="bench-results/overhead.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: str) -> None:
     """Reporter overhead on a Spark job, and ingest throughput of POST /api/v1/reports."""
-    from bench.overhead import run_overhead_bench
+    from spark_governor.bench.overhead import run_overhead_bench
 
     result = run_overhead_bench(runs=runs, batches=batches, rows=rows, ingest_tasks=ingest_tasks,
                                 log=lambda m: click.echo(m, err=True))
@@ -157,7 +157,7 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: s
               help="PNG of executors and rate over time ('' to skip).")
 def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str) -> None:
     """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
-    from bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
+    from spark_governor.bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
 
     names = tuple(p.strip() for p in profiles.split(",") if p.strip())
     unknown = sorted(set(names) - set(PROFILES))

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from api.cli import main
+from spark_governor.api.cli import main
 
 
 def parse_options(items: tuple[str, ...]) -> dict:
@@ -57,15 +57,15 @@ def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, opt
 
     Prints the assignment (key → blocks with tuple counts, Reduce bucket per key), the tuples per
     Map block and the metrics BSI, BCI, KSR, MPI (Prompt, SIGMOD'20 Eqs. 2–6)."""
-    from policies.partitioning.base import PlanError
-    from policies.partitioning.counts_file import read_counts
-    from policies.partitioning.metrics import plan_metrics
-    from policies.partitioning.registry import get_partitioner
+    from spark_governor.policies.partitioning.base import PlanError
+    from spark_governor.policies.partitioning.counts_file import read_counts
+    from spark_governor.policies.partitioning.metrics import plan_metrics
+    from spark_governor.policies.partitioning.registry import get_partitioner
 
     try:
         partitioner = get_partitioner(algorithm, **parse_options(options))
         if previous_path:
-            from policies.partitioning.routing_plan import apply_previous
+            from spark_governor.policies.partitioning.routing_plan import apply_previous
             apply_previous(partitioner, previous_path)
         try:
             batch = read_counts(counts_path)
@@ -86,7 +86,7 @@ def plan_command(algorithm: str, counts_path: str, partitions: int, reduce_, opt
             click.echo(f"{name}: {json.dumps(value)}")
 
 
-from api.cli_extra import bench  # noqa: E402  (the bench group)
+from spark_governor.api.cli_extra import bench  # noqa: E402  (the bench group)
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -108,9 +108,9 @@ def _floats(text: str, name: str) -> list[float]:
 @click.option("--plot", default="bench-results/partitioners.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, seed, out, plot) -> None:
     """Every partitioner's BSI, BCI, KSR, MPI, max/mean block load and planning throughput on Zipf batches."""
-    from bench.output import write_json
-    from bench.partitioners import format_table, plot_report, run_partitioner_bench
-    from policies.partitioning.base import PlanError
+    from spark_governor.bench.output import write_json
+    from spark_governor.bench.partitioners import format_table, plot_report, run_partitioner_bench
+    from spark_governor.policies.partitioning.base import PlanError
 
     try:
         report = run_partitioner_bench(zs=_floats(zs, "--z"), supports=[int(x) for x in _floats(supports, "--supports")],
@@ -141,8 +141,8 @@ def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, se
 @click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops, work_us, seed, out, plot) -> None:
     """Batch processing time of a real Spark streaming job under skew: hash vs the Prompt plan (median, ratio)."""
-    from bench.output import write_json
-    from bench.spark_skew import format_report, plot_report, run_spark_skew_bench
+    from spark_governor.bench.output import write_json
+    from spark_governor.bench.spark_skew import format_report, plot_report, run_spark_skew_bench
 
     report = run_spark_skew_bench(batches=batches, rows=rows, z=z, keys=keys, cores=cores, partitions=partitions,
                                   work=work, work_loops=work_loops, work_us=work_us, seed=seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from api.cli_extra import bench
+from spark_governor.api.cli_extra import bench
 
 
 @bench.command("partitioners-drift")
@@ -30,9 +30,9 @@ from api.cli_extra import bench
 def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
                              plan_margin, dalton_hot_factor, window, settle, seed, out, plot) -> None:
     """Max/mean load per batch, migration cost, table size and decisions/s on a drifting Zipf stream."""
-    from bench.output import write_json
-    from bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
-    from policies.partitioning.base import PlanError
+    from spark_governor.bench.output import write_json
+    from spark_governor.bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
+    from spark_governor.policies.partitioning.base import PlanError
 
     try:
         z_values = [float(x) for x in zs.split(",") if x.strip()]
@@ -64,8 +64,8 @@ def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitio
 @click.option("--out", default="bench-results/routing_compact.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_routing_compact(keys, z, tuples, partitions, degrees, theta_max, seed, out) -> None:
     """MinMig and Mixed per key vs on compact records (§3.8), with and without discretisation (§3.9)."""
-    from bench.output import write_json
-    from bench.routing_compact import format_compact, run_compact_bench
+    from spark_governor.bench.output import write_json
+    from spark_governor.bench.routing_compact import format_compact, run_compact_bench
 
     try:
         rs = [int(x) for x in degrees.split(",") if x.strip()]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from api.cli_extra import bench
+from spark_governor.api.cli_extra import bench
 
 
 def _levels(raw: str) -> tuple[float, ...]:
@@ -40,7 +40,7 @@ def _levels(raw: str) -> tuple[float, ...]:
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, workdir, out: str) -> None:
     """Kingman vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java; minutes)."""
-    from bench.scaling_real import format_real_table, run_real_scaling_bench
+    from spark_governor.bench.scaling_real import format_real_table, run_real_scaling_bench
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
     bad = sorted(set(names) - {"kingman", "static"})
@@ -54,7 +54,7 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
                                     row_cost_us=row_cost_us, policies=names,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
-    from bench.output import write_json
+    from spark_governor.bench.output import write_json
 
     write_json(report, out, indent=2)
     click.echo(format_real_table(report))

@@ -14,8 +14,8 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from aggregators import constraints
-from aggregators.models import decisions, jobs, latency_constraints
+from spark_governor.aggregators import constraints
+from spark_governor.aggregators.models import decisions, jobs, latency_constraints
 
 PREFIX = "spark_governor"
 SPANS = 12

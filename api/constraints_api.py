@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
-from aggregators import constraints as store
-from aggregators import queries
-from aggregators.models import jobs, latency_constraints
-from api.auth import ApiError, audited, now_ms, parse_body
-from policies.wire import TemplateKey, validate_job_name
+from spark_governor.aggregators import constraints as store
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.models import jobs, latency_constraints
+from spark_governor.api.auth import ApiError, audited, now_ms, parse_body
+from spark_governor.policies.wire import TemplateKey, validate_job_name
 
 
 class ConstraintSettings(BaseModel):

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
-from aggregators import directives as repo
-from aggregators.models import decisions, jobs, policy_configs
-from aggregators.view import build_view
-from policies.registry import get_policy, validate_config
-from policies.safety import guard, judge_effect, next_history
+from spark_governor.aggregators import directives as repo
+from spark_governor.aggregators.models import decisions, jobs, policy_configs
+from spark_governor.aggregators.view import build_view
+from spark_governor.policies.registry import get_policy, validate_config
+from spark_governor.policies.safety import guard, judge_effect, next_history
 
 log = logging.getLogger("spark_governor.governor")
 

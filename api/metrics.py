@@ -15,8 +15,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from aggregators import queries
-from aggregators.models import (
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.models import (
     decisions,
     directives,
     events,
@@ -24,7 +24,7 @@ from aggregators.models import (
     knob_states,
     policy_configs,
 )
-from policies.registry import load_policies
+from spark_governor.policies.registry import load_policies
 
 PREFIX = "spark_governor"
 #: templates without a window in this many seconds are not exported
@@ -201,9 +201,9 @@ class IngestMetrics:
 
 
 def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegistry, IngestMetrics]:
-    from api.batch_interval_metrics import BatchIntervalCollector
-    from api.constraint_metrics import ConstraintCollector
-    from api.partition_metrics import PartitionCollector
+    from spark_governor.api.batch_interval_metrics import BatchIntervalCollector
+    from spark_governor.api.constraint_metrics import ConstraintCollector
+    from spark_governor.api.partition_metrics import PartitionCollector
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(engine))

@@ -13,10 +13,10 @@ from typing import Any, Optional
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from api import schemas as s
-from api.constraints_api import ConstraintSettings
-from api.policies_api import PolicySettings
-from policies.wire import Report
+from spark_governor.api import schemas as s
+from spark_governor.api.constraints_api import ConstraintSettings
+from spark_governor.api.policies_api import PolicySettings
+from spark_governor.policies.wire import Report
 
 REF = "#/components/schemas/{model}"
 JSON = "application/json"

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from aggregators.models import decisions, jobs, partition_stats
+from spark_governor.aggregators.models import decisions, jobs, partition_stats
 
 PREFIX = "spark_governor_partition"
 

@@ -13,11 +13,11 @@ from flask import Blueprint, jsonify, request
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from aggregators import queries
-from aggregators.directives import current_directives
-from aggregators.models import decisions
-from aggregators.partitions import recent_partition_stats
-from api.auth import ApiError
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.directives import current_directives
+from spark_governor.aggregators.models import decisions
+from spark_governor.aggregators.partitions import recent_partition_stats
+from spark_governor.api.auth import ApiError
 
 
 def _int_arg(name: str, default: int, lo: int, hi: int) -> int:

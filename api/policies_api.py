@@ -14,12 +14,12 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
-from aggregators import directives as repo
-from aggregators import queries
-from aggregators.models import decisions, events, jobs, policy_configs
-from api.auth import ApiError, audited, now_ms, parse_body
-from api.governor import Governor
-from policies.registry import InvalidConfig, PolicyNotFound, describe, get_policy, load_policies, validate_config
+from spark_governor.aggregators import directives as repo
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.models import decisions, events, jobs, policy_configs
+from spark_governor.api.auth import ApiError, audited, now_ms, parse_body
+from spark_governor.api.governor import Governor
+from spark_governor.policies.registry import InvalidConfig, PolicyNotFound, describe, get_policy, load_policies, validate_config
 
 
 class PolicySettings(BaseModel):
@@ -86,7 +86,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
             raise ApiError(404, str(exc)) from None
         except InvalidConfig as exc:
             raise ApiError(400, str(exc)) from None
-        from policies.wire import validate_job_name
+        from spark_governor.policies.wire import validate_job_name
 
         try:
             validate_job_name(job)
@@ -197,7 +197,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
 
     @bp.get("/api/v1/jobs/<job>/holds")
     def get_holds(job: str):
-        from aggregators.models import knob_states
+        from spark_governor.aggregators.models import knob_states
 
         with engine.connect() as conn:
             jid = job_id_or_404(conn, job)

@@ -6,7 +6,7 @@ import logging
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy.engine import Engine
 
-from aggregators.retention import purge_older_than
+from spark_governor.aggregators.retention import purge_older_than
 
 log = logging.getLogger("spark_governor.scheduler")
 

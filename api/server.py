@@ -7,10 +7,10 @@ from typing import Optional
 
 from werkzeug.serving import make_server
 
-from aggregators.db import DEFAULT_DB_URL, current_revision, make_engine, upgrade
-from api.app import Settings, create_app
-from api.auth import store_tokens
-from api.scheduler import build_scheduler
+from spark_governor.aggregators.db import DEFAULT_DB_URL, current_revision, make_engine, upgrade
+from spark_governor.api.app import Settings, create_app
+from spark_governor.api.auth import store_tokens
+from spark_governor.api.scheduler import build_scheduler
 
 
 class SchemaNotCurrent(RuntimeError):
@@ -20,7 +20,7 @@ class SchemaNotCurrent(RuntimeError):
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
 
-    from aggregators.db import alembic_config
+    from spark_governor.aggregators.db import alembic_config
 
     return ScriptDirectory.from_config(alembic_config(DEFAULT_DB_URL)).get_current_head()
 

@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import asdict
 
-from bench.batch_sizing_sim import (FixedPoint, Fastest, PidRate, SineRate, Static, StepRate, Workload,
+from spark_governor.bench.batch_sizing_sim import (FixedPoint, Fastest, PidRate, SineRate, Static, StepRate, Workload,
                                     run)
 
 NOISE = 0.05  # lognormal shape of the processing-time noise (mean 1)

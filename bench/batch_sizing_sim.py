@@ -24,7 +24,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from policies.batch_sizing import FixedPointController, PidRateEstimator
+from spark_governor.policies.batch_sizing import FixedPointController, PidRateEstimator
 
 
 # -- arrivals --------------------------------------------------------------------------------

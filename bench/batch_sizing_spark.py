@@ -22,9 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-from collectors.batch_interval import BatchIntervalApplier
-from policies.base import BatchStats, DirectiveState, JobView
-from policies.registry import get_policy, validate_config
+from spark_governor.collectors.batch_interval import BatchIntervalApplier
+from spark_governor.policies.base import BatchStats, DirectiveState, JobView
+from spark_governor.policies.registry import get_policy, validate_config
 
 
 #: every controller's source absorbs a backlog older than this (``maxQueueingSeconds``): the first
@@ -34,7 +34,7 @@ MAX_QUEUEING_S = 5.0
 
 def progress_batches(query) -> list[BatchStats]:
     """``BatchStats`` of the executed batches in ``query.recentProgress`` (as the control plane's)."""
-    from collectors.events import batch_record
+    from spark_governor.collectors.events import batch_record
 
     out = []
     for p in query.recentProgress:
@@ -138,8 +138,8 @@ def summarize(batches: list[BatchStats], t0_ms: int, steps_ms: tuple[int, ...]) 
 def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s: float = 1e-4,
                     statics: tuple[float, ...] = (0.5, 0.7, 1.0, 2.0), warmup_s: float = 20.0,
                     log: Callable[[str], None] = print, spark=None) -> dict:
-    from collectors.demo_job import build_session
-    from collectors.sources.paced import register_paced_sources
+    from spark_governor.collectors.demo_job import build_session
+    from spark_governor.collectors.sources.paced import register_paced_sources
 
     own = spark is None
     spark = spark or build_session("local[2]", shuffle_partitions=4, app_name="spark-governor-bench-batch-sizing")

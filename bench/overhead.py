@@ -23,7 +23,7 @@ from typing import Callable
 
 import requests
 
-from bench.reports import gz, make_report
+from spark_governor.bench.reports import gz, make_report
 
 OVERHEAD_TARGET = 0.03
 INGEST_TARGET_PER_CORE = 20_000
@@ -36,9 +36,9 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _start_plane(db_url: str, port: int) -> subprocess.Popen:
-    from api.cli_extra import wait_healthy
+    from spark_governor.api.cli_extra import wait_healthy
 
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port), "--db", db_url],
+    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_healthy(f"http://127.0.0.1:{port}", proc=proc)
     return proc
@@ -72,7 +72,7 @@ def measure_ingest(url: str, pid: int, total_tasks: int, tasks_per_report: int =
 
 def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ingest_tasks: int = 200_000,
                        log: Callable[[str], None] = print) -> dict:
-    from api.cli_extra import free_port
+    from spark_governor.api.cli_extra import free_port
 
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp:
         port = free_port()
@@ -83,7 +83,7 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
             reporter_stats = []
             for i in range(runs):
                 for variant in ("without", "with"):
-                    cmd = [sys.executable, "-m", "bench.overhead_worker", "--batches", str(batches), "--rows", str(rows)]
+                    cmd = [sys.executable, "-m", "spark_governor.bench.overhead_worker", "--batches", str(batches), "--rows", str(rows)]
                     if variant == "with":
                         cmd += ["--endpoint", url]
                     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,

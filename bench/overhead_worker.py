@@ -21,14 +21,14 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from collectors.demo_job import build_session
-    from collectors.sources.zipf import register_zipf_source
+    from spark_governor.collectors.demo_job import build_session
+    from spark_governor.collectors.sources.zipf import register_zipf_source
 
     spark = build_session("local[2]", 4, app_name="sg-bench-overhead")
     spark.sparkContext.setLogLevel("ERROR")
     handle = None
     if a.endpoint:
-        from collectors import attach
+        from spark_governor.collectors import attach
 
         handle = attach(spark, job="bench-overhead", endpoint=a.endpoint)
     register_zipf_source(spark)

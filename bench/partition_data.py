@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.partitioning.base import KeyCounts
+from spark_governor.policies.partitioning.base import KeyCounts
 
 
 def zipf_counts(z: float, support: int, tuples: int, seed: int = 0, arrival: bool = False) -> KeyCounts:

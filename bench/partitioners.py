@@ -15,10 +15,10 @@ import platform
 import time
 from typing import Optional, Sequence
 
-from bench.partition_data import zipf_counts
-from policies.partitioning.metrics import plan_metrics
-from policies.partitioning.registry import get_partitioner, partitioners
-from bench.output import save_figure
+from spark_governor.bench.partition_data import zipf_counts
+from spark_governor.policies.partitioning.metrics import plan_metrics
+from spark_governor.policies.partitioning.registry import get_partitioner, partitioners
+from spark_governor.bench.output import save_figure
 
 GOAL_MAX_MEAN = 1.05
 GOAL_TUPLES_PER_S = 5e6

@@ -23,9 +23,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from policies.partitioning.base import KeyCounts, stable_hashes
-from policies.partitioning.registry import get_partitioner
-from bench.output import save_figure
+from spark_governor.policies.partitioning.base import KeyCounts, stable_hashes
+from spark_governor.policies.partitioning.registry import get_partitioner
+from spark_governor.bench.output import save_figure
 
 DEFAULT_ALGORITHMS = ("hash", "shuffle", "pk2", "pk5", "cam", "prompt", "dalton", "mixed", "mintable", "minmig")
 ROUTING_TABLES = ("mixed", "mintable", "minmig")

@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.scaling_sim import (
+from spark_governor.bench.scaling_sim import (
     DEFAULT_PARAMS,
     Controller,
     RateFn,
@@ -64,8 +64,8 @@ from bench.scaling_sim import (
     StaticPolicy,
     simulate,
 )
-from policies.registry import get_policy, validate_config
-from policies.safety import SafetyConfig
+from spark_governor.policies.registry import get_policy, validate_config
+from spark_governor.policies.safety import SafetyConfig
 
 # -- rate profiles: duration (s) -> rate(t) rows/s; defaults chosen so that the static size for
 #    the mean rate falls behind at the peak (capacity 2 000 rows/s per executor by default) ------

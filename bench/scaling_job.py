@@ -32,8 +32,8 @@ def main(argv=None) -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from collectors import attach
-    from collectors.sources.zipf import register_zipf_source
+    from spark_governor.collectors import attach
+    from spark_governor.collectors.sources.zipf import register_zipf_source
 
     spark = (SparkSession.builder.master(a.master).appName("sg-scaling-test")
              .config("spark.executor.cores", 1).config("spark.executor.memory", "512m")
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
              .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
-    from collectors.appliers import ExecutorApplier
+    from spark_governor.collectors.appliers import ExecutorApplier
 
     # a standalone app takes every free core at start; begin from a small, known size. Executors
     # the master launched before the limit register later, so keep killing idle extras until the

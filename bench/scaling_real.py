@@ -44,9 +44,9 @@ from typing import Callable, Optional
 import numpy as np
 import requests
 
-from bench.scaling import count_oscillations
-from bench.scaling_sim import Action, span_truths
-from bench.standalone import Driver, StandaloneCluster, wait_for
+from spark_governor.bench.scaling import count_oscillations
+from spark_governor.bench.scaling_sim import Action, span_truths
+from spark_governor.bench.standalone import Driver, StandaloneCluster, wait_for
 
 TOKEN = "bench-scaling-real"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -163,8 +163,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report."""
-    from api.app import Settings
-    from api.server import ControlPlane
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     workdir = Path(workdir or tempfile.mkdtemp(prefix="sg-scaling-real-"))

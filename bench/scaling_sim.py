@@ -88,10 +88,10 @@ from typing import Any
 
 import numpy as np
 
-from aggregators.latency import BatchLatency, span_latencies
-from aggregators.view import _wait as stage_wait
-from aggregators.welford import Moments
-from policies.base import (
+from spark_governor.aggregators.latency import BatchLatency, span_latencies
+from spark_governor.aggregators.view import _wait as stage_wait
+from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.base import (
     BatchStats,
     ConstraintStats,
     DirectiveState,
@@ -101,7 +101,7 @@ from policies.base import (
     Proposal,
     StageStats,
 )
-from policies.safety import KnobHistory, SafetyConfig, guard, judge_effect, next_history
+from spark_governor.policies.safety import KnobHistory, SafetyConfig, guard, judge_effect, next_history
 
 KNOB = "executors"
 GRID_MS = 10

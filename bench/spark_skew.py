@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-from bench.output import save_figure
+from spark_governor.bench.output import save_figure
 
 GOAL_RATIO = 1.5
 
@@ -80,7 +80,7 @@ def run_one(spark, src: Path, algorithm: str, files_per_batch: int, partitions: 
             work_us: float, checkpoint: Path) -> list[dict]:
     from pyspark.sql import functions as F
 
-    from collectors.partition_plan import PlanRunner
+    from spark_governor.collectors.partition_plan import PlanRunner
 
     fn = per_record_work(work, work_loops, work_us)
     runner = PlanRunner("key", {"n": ("count", None), "w": ("sum", "w")}, partitioner=algorithm,
@@ -114,7 +114,7 @@ def run_spark_skew_bench(batches: int = 6, rows: int = 200_000, z: float = 1.5, 
                          cores: Optional[int] = None, partitions: Optional[int] = None, work: str = "cpu",
                          work_loops: int = 300, work_us: float = 20.0, algorithms: Sequence[str] = ("hash", "prompt"),
                          seed: int = 0, spark=None) -> dict:
-    from collectors.demo_job import build_session
+    from spark_governor.collectors.demo_job import build_session
 
     cores = cores or os.cpu_count() or 2
     partitions = partitions or cores

@@ -108,7 +108,7 @@ class Driver:
              "--out", str(self.out), "--checkpoint", str(self.tmp / "ckpt"),
              "--initial-executors", str(initial_executors), *extra_args],
             stdout=open(self.tmp / "driver.log", "w"), stderr=subprocess.STDOUT,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT)})
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
 
     def rate(self, rows_per_second: float) -> None:
         tmp = self.rate_file.with_suffix(".tmp")

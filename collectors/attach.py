@@ -2,7 +2,7 @@
 
 ::
 
-    from collectors import attach
+    from spark_governor.collectors import attach
     handle = attach(spark, job="clicks-agg", endpoint="http://127.0.0.1:8787")
     ...
     handle.detach()          # optional; also runs at interpreter exit
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import json
 from typing import Any, Callable, Optional
 
-from collectors.appliers import ExecutorApplier
-from collectors.events import EventTranslator, parse_concatenated
-from collectors.reporter import Reporter
+from spark_governor.collectors.appliers import ExecutorApplier
+from spark_governor.collectors.events import EventTranslator, parse_concatenated
+from spark_governor.collectors.reporter import Reporter
 
 log = logging.getLogger("spark_governor.attach")
 

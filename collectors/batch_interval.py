@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from collectors.sources.pacing import write_control
-from collectors.supervisor import QuerySupervisor, RestartError, RestartRefused
+from spark_governor.collectors.sources.pacing import write_control
+from spark_governor.collectors.supervisor import QuerySupervisor, RestartError, RestartRefused
 
 
 def parse_interval_value(value: Any) -> tuple[float, Optional[float]]:

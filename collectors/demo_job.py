@@ -56,8 +56,8 @@ def build_session(master: str = "local[2]", shuffle_partitions: int = 4, app_nam
 
 def start_query(spark, cfg: DemoConfig, checkpoint: str):
     """Start the keyed count over the Zipf source; returns the StreamingQuery."""
-    from collectors.observe import observe_event_time
-    from collectors.sources.zipf import register_zipf_source
+    from spark_governor.collectors.observe import observe_event_time
+    from spark_governor.collectors.sources.zipf import register_zipf_source
 
     register_zipf_source(spark)
     src = (spark.readStream.format("zipf").option("rowsPerSecond", cfg.rows_per_second)
@@ -75,7 +75,7 @@ def run_demo_job(cfg: DemoConfig, spark=None) -> DemoResult:
     spark = spark or build_session(cfg.master, cfg.shuffle_partitions)
     handle = None
     if cfg.endpoint:
-        from collectors import attach
+        from spark_governor.collectors import attach
 
         handle = attach(spark, job=cfg.job, endpoint=cfg.endpoint, **cfg.reporter_options)
     started = time.time()

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from collectors.templates import StageTemplate, TemplateRegistry
+from spark_governor.collectors.templates import StageTemplate, TemplateRegistry
 
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"

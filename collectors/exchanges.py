@@ -2,8 +2,8 @@
 
 A job marks the shuffles it does not need for correctness::
 
-    from collectors.exchanges import OptionalExchanges, ExchangesApplier
-    from collectors.supervisor import QuerySupervisor
+    from spark_governor.collectors.exchanges import OptionalExchanges, ExchangesApplier
+    from spark_governor.collectors.supervisor import QuerySupervisor
 
     exchanges = OptionalExchanges()
 

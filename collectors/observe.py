@@ -8,7 +8,7 @@ derives the mean record interarrival time of a batch as (max âˆ’ min)/(records â
 """
 from __future__ import annotations
 
-from policies.wire import EVENT_TIME_METRIC
+from spark_governor.policies.wire import EVENT_TIME_METRIC
 
 
 def observe_event_time(df, column: str = "event_time"):

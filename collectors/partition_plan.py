@@ -50,9 +50,9 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from policies.partitioning.base import Fragments, KeyCounts, PartitionPlan, PlanError, stable_hashes
-from policies.partitioning.metrics import PlanMetrics, plan_metrics
-from policies.partitioning.registry import get_partitioner
+from spark_governor.policies.partitioning.base import Fragments, KeyCounts, PartitionPlan, PlanError, stable_hashes
+from spark_governor.policies.partitioning.metrics import PlanMetrics, plan_metrics
+from spark_governor.policies.partitioning.registry import get_partitioner
 
 AGG_FUNCTIONS = ("count", "sum", "min", "max", "mean")
 NULL_KEY = "\x00"
@@ -353,7 +353,7 @@ class PlanRunner:
         the last 3 batches (f = 1 on the first batch). Returns (pid, key, exact count, tree count)."""
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-        from policies.partitioning.accumulator import Accumulator
+        from spark_governor.policies.partitioning.accumulator import Accumulator
 
         budget = self.budget
         n_est = self._recent[-1][0] / max(1, self._recent[-1][2]) if self._recent else None

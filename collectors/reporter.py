@@ -27,8 +27,8 @@ from typing import Any, Callable, Optional
 
 import requests
 
-from collectors.events import EventTranslator, batch_record, decode_json_events
-from policies.wire import MAX_PARTITION_RECORDS, SCHEMA_VERSION, validate_job_name
+from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events
+from spark_governor.policies.wire import MAX_PARTITION_RECORDS, SCHEMA_VERSION, validate_job_name
 
 log = logging.getLogger("spark_governor.reporter")
 

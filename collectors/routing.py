@@ -46,8 +46,8 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-from policies.partitioning.registry import get_partitioner
-from policies.partitioning.spark_hash import spark_partition, token_for
+from spark_governor.policies.partitioning.registry import get_partitioner
+from spark_governor.policies.partitioning.spark_hash import spark_partition, token_for
 
 TOKEN, WEIGHT, COUNT = "__sg_token", "__sg_w", "count"
 

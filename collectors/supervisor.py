@@ -5,7 +5,7 @@ rate limits (``maxOffsetsPerTrigger``, ``maxFilesPerTrigger``), a new physical p
 ``query.stop()`` and a new ``start()`` on the same checkpoint, which costs seconds (planning,
 state reload). :class:`QuerySupervisor` does that safely and generically::
 
-    from collectors.supervisor import QuerySupervisor, RestartRefused
+    from spark_governor.collectors.supervisor import QuerySupervisor, RestartRefused
 
     def build(settings: dict) -> StreamingQuery:          # any settings you like
         w = (df.writeStream.foreachBatch(sink)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 from typing import Iterator, Optional
 
-from dashboards import load_all
+from spark_governor.dashboards import load_all
 
 
 class PushError(RuntimeError):

@@ -1,8 +1,8 @@
 """Alembic environment: migrations for the spark-governor statistics store."""
 from alembic import context
 
-from aggregators.db import make_engine
-from aggregators.models import metadata
+from spark_governor.aggregators.db import make_engine
+from spark_governor.aggregators.models import metadata
 
 config = context.config
 target_metadata = metadata

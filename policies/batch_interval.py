@@ -33,10 +33,10 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from policies.base import BatchStats, JobView, Policy, Proposal
-from policies.batch_sizing import (FixedPointController, PidRateEstimator, R_REDUCE, RHO,
+from spark_governor.policies.base import BatchStats, JobView, Policy, Proposal
+from spark_governor.policies.batch_sizing import (FixedPointController, PidRateEstimator, R_REDUCE, RHO,
                                    ROUNDING_MODES, round_interval)
-from policies.safety import SafetyConfig
+from spark_governor.policies.safety import SafetyConfig
 
 KNOB = "batch_interval"
 

@@ -41,9 +41,9 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from policies.base import JobView, Policy, Proposal, StageStats
-from policies.chaining import CHAIN_EPS, CHAIN_UTILIZATION, Boundary, plan_exchanges
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
+from spark_governor.policies.chaining import CHAIN_EPS, CHAIN_UTILIZATION, Boundary, plan_exchanges
+from spark_governor.policies.safety import SafetyConfig
 
 PRESENT, REMOVED = "present", "removed"
 

@@ -21,11 +21,11 @@ from typing import Optional
 import numpy as np
 from pydantic import Field
 
-from policies.base import JobView, Policy, Proposal
-from policies.partitioning.base import stable_hashes
-from policies.partitioning.dalton import MicroBatchAgent
-from policies.plan_inputs import measured_balance, unplanned_batches
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal
+from spark_governor.policies.partitioning.base import stable_hashes
+from spark_governor.policies.partitioning.dalton import MicroBatchAgent
+from spark_governor.policies.plan_inputs import measured_balance, unplanned_batches
+from spark_governor.policies.safety import SafetyConfig
 
 
 class DaltonConfig(SafetyConfig):

@@ -61,11 +61,11 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
-from policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
-from policies.safety import SafetyConfig
-from policies.threshold import trigger_interval_s
-from policies.utilization_target import arrival_rate, true_rate_per_slot
+from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
+from spark_governor.policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
+from spark_governor.policies.safety import SafetyConfig
+from spark_governor.policies.threshold import trigger_interval_s
+from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
 
 
 class KingmanConfig(SafetyConfig):

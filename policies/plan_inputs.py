@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from policies.base import JobView
+from spark_governor.policies.base import JobView
 
 
 @dataclass(frozen=True)

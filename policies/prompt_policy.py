@@ -26,14 +26,14 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from policies.base import JobView, PartitionBatchStats, Policy, Proposal
-from policies.partitioning.base import KeyCounts
-from policies.partitioning.elasticity import Elasticity, ElasticityConfig
-from policies.partitioning.metrics import plan_metrics
-from policies.partitioning.registry import get_partitioner
-from policies.plan_inputs import measured_balance, unplanned_batches
-from policies.safety import SafetyConfig
-from policies.threshold import trigger_interval_s
+from spark_governor.policies.base import JobView, PartitionBatchStats, Policy, Proposal
+from spark_governor.policies.partitioning.base import KeyCounts
+from spark_governor.policies.partitioning.elasticity import Elasticity, ElasticityConfig
+from spark_governor.policies.partitioning.metrics import plan_metrics
+from spark_governor.policies.partitioning.registry import get_partitioner
+from spark_governor.policies.plan_inputs import measured_balance, unplanned_batches
+from spark_governor.policies.safety import SafetyConfig
+from spark_governor.policies.threshold import trigger_interval_s
 
 
 class PromptConfig(SafetyConfig):

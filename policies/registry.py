@@ -8,8 +8,8 @@ from importlib.metadata import entry_points
 
 from pydantic import ValidationError
 
-from policies.base import KNOBS, Policy, PolicyConfig
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import KNOBS, Policy, PolicyConfig
+from spark_governor.policies.safety import SafetyConfig
 
 GROUP = "spark_governor.policies"
 log = logging.getLogger("spark_governor.policies")

@@ -26,13 +26,13 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import Field
 
-from policies.base import JobView, Policy, Proposal
-from policies.partitioning.base import stable_hashes
-from policies.partitioning.routing_plan import keep_new, plan_with_margin
-from policies.partitioning.routing_table import BETA, THETA_MAX, Stats, algorithm, assignment, instance_loads
-from policies.partitioning.spark_hash import spark_partition
-from policies.plan_inputs import measured_balance, unplanned_batches
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal
+from spark_governor.policies.partitioning.base import stable_hashes
+from spark_governor.policies.partitioning.routing_plan import keep_new, plan_with_margin
+from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, Stats, algorithm, assignment, instance_loads
+from spark_governor.policies.partitioning.spark_hash import spark_partition
+from spark_governor.policies.plan_inputs import measured_balance, unplanned_batches
+from spark_governor.policies.safety import SafetyConfig
 
 
 class MixedRoutingConfig(SafetyConfig):

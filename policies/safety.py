@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from policies.base import PolicyConfig
+from spark_governor.policies.base import PolicyConfig
 
 
 class SafetyConfig(PolicyConfig):

@@ -30,8 +30,8 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from policies.base import JobView, Policy, Proposal
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal
+from spark_governor.policies.safety import SafetyConfig
 
 
 def trigger_interval_s(view: JobView, configured: Optional[float]) -> Optional[float]:

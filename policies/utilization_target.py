@@ -48,8 +48,8 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
-from policies.base import JobView, Policy, Proposal, StageStats
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
+from spark_governor.policies.safety import SafetyConfig
 
 EPS = 1e-9
 

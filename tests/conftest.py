@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from bench.standalone import free_port, wait_for  # noqa: F401  (shared with bench scaling-real; tests import them here)
+from spark_governor.bench.standalone import free_port, wait_for  # noqa: F401  (shared with bench scaling-real; tests import them here)
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -42,7 +42,7 @@ def sqlite_url(tmp_path) -> str:
 @pytest.fixture
 def control_plane(sqlite_url):
     """An in-process control plane on a free port with a fresh SQLite file."""
-    from api.server import ControlPlane
+    from spark_governor.api.server import ControlPlane
 
     plane = ControlPlane(db_url=sqlite_url, port=0).start()
     yield plane
@@ -54,8 +54,8 @@ def start_plane(sqlite_url):
     """Start in-process control planes on free ports with a fresh SQLite file: ``start_plane(token,
     window_ms=..., evaluation_interval_s=...)``; the token is stored under the name ``ops``. All are
     stopped after the test."""
-    from api.app import Settings
-    from api.server import ControlPlane
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane
 
     planes = []
 
@@ -72,7 +72,7 @@ def start_plane(sqlite_url):
 @pytest.fixture(scope="session")
 def spark():
     require(shutil.which("java") is not None, "java")
-    from collectors.demo_job import build_session
+    from spark_governor.collectors.demo_job import build_session
 
     session = build_session("local[2]", shuffle_partitions=4, app_name="spark-governor-tests")
     yield session

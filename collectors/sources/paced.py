@@ -23,7 +23,7 @@ An admission cap (pid-rate) is not applied to files.
 
 Usage::
 
-    from collectors.sources.paced import register_paced_sources
+    from spark_governor.collectors.sources.paced import register_paced_sources
     register_paced_sources(spark)
     df = (spark.readStream.format("zipf-paced").option("rowsPerSecond", 2000)
           .option("intervalFile", "/tmp/job.interval").load())
@@ -36,8 +36,8 @@ import os
 import time
 from typing import Iterator, Optional
 
-from collectors.sources.pacing import Gate
-from collectors.sources.zipf import SCHEMA as ZIPF_SCHEMA, row_ranges, zipf_cdf, zipf_record_batch
+from spark_governor.collectors.sources.pacing import Gate
+from spark_governor.collectors.sources.zipf import SCHEMA as ZIPF_SCHEMA, row_ranges, zipf_cdf, zipf_record_batch
 
 FILES_SCHEMA = "value string, file string"
 

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from policies.batch_sizing import round_interval
+from spark_governor.policies.batch_sizing import round_interval
 
 
 def write_control(path: str, interval_s: float, max_rows_per_second: Optional[float] = None) -> dict:

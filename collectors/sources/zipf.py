@@ -2,7 +2,7 @@
 
 Usage::
 
-    from collectors.sources.zipf import register_zipf_source
+    from spark_governor.collectors.sources.zipf import register_zipf_source
     register_zipf_source(spark)
     df = (spark.readStream.format("zipf")
           .option("rowsPerSecond", 2000).option("keys", 1000).option("skew", 1.2)

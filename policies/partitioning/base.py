@@ -11,8 +11,8 @@ three without further code.
 
 Plugging in a partitioner (no other file needs to know it)::
 
-    from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions
-    from policies.partitioning.registry import register
+    from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions
+    from spark_governor.policies.partitioning.registry import register
 
     class MyOptions(PartitionerOptions):      # pydantic, unknown fields refused
         hot_keys: int = 10

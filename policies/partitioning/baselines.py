@@ -25,9 +25,9 @@ from typing import Literal, Union
 import numpy as np
 from pydantic import Field
 
-from policies.partitioning.base import (Fragments, KeyCounts, Partitioner, PartitionerOptions,
+from spark_governor.policies.partitioning.base import (Fragments, KeyCounts, Partitioner, PartitionerOptions,
                                         stable_hashes)
-from policies.partitioning.registry import register
+from spark_governor.policies.partitioning.registry import register
 
 
 @register
@@ -167,7 +167,7 @@ class CAM(Partitioner):
                                      partitions)
 
     def assign_blocks(self, batch: KeyCounts, partitions: int) -> Fragments:
-        from policies.partitioning.metrics import imbalance, ksr, mpi
+        from spark_governor.policies.partitioning.metrics import imbalance, ksr, mpi
 
         if self.options.candidates != "best":
             return self._with(batch, partitions, int(self.options.candidates))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.partitioning.base import KeyCounts, PlanError
+from spark_governor.policies.partitioning.base import KeyCounts, PlanError
 
 
 def parse_counts(text: str, source: str = "<counts>") -> KeyCounts:

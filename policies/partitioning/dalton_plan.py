@@ -14,9 +14,9 @@ from typing import Optional
 
 from pydantic import Field
 
-from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, stable_hashes
-from policies.partitioning.dalton import BatchRouting, MicroBatchAgent
-from policies.partitioning.registry import register
+from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, stable_hashes
+from spark_governor.policies.partitioning.dalton import BatchRouting, MicroBatchAgent
+from spark_governor.policies.partitioning.registry import register
 
 
 class DaltonOptions(PartitionerOptions):

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from policies.partitioning.base import PartitionPlan
+from spark_governor.policies.partitioning.base import PartitionPlan
 
 WEIGHTS = (1 / 3, 1 / 3, 1 / 3)
 

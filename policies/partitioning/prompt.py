@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, stable_hashes
-from policies.partitioning.prompt_map import Overflow, ZigzagStart, prompt_blocks
-from policies.partitioning.prompt_reduce import allocate_task
-from policies.partitioning.registry import register
+from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, stable_hashes
+from spark_governor.policies.partitioning.prompt_map import Overflow, ZigzagStart, prompt_blocks
+from spark_governor.policies.partitioning.prompt_reduce import allocate_task
+from spark_governor.policies.partitioning.registry import register
 
 
 class PromptOptions(PartitionerOptions):

@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-from policies.partitioning.base import Fragments
+from spark_governor.policies.partitioning.base import Fragments
 
 ZigzagStart = Literal["first", "continue"]
 Overflow = Literal["spread", "single"]

@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from policies.partitioning.base import Partitioner, PlanError
+from spark_governor.policies.partitioning.base import Partitioner, PlanError
 
 GROUP = "spark_governor.partitioners"
 BUILTIN_MODULES = (
-    "policies.partitioning.prompt",
-    "policies.partitioning.baselines",
-    "policies.partitioning.dalton_plan",
-    "policies.partitioning.routing_plan",
+    "spark_governor.policies.partitioning.prompt",
+    "spark_governor.policies.partitioning.baselines",
+    "spark_governor.policies.partitioning.dalton_plan",
+    "spark_governor.policies.partitioning.routing_plan",
 )
 _REGISTRY: dict[str, type[Partitioner]] = {}
 _loaded = False

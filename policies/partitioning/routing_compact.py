@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, UNASSIGNED, CompactRecords, RoutingPlan,
+from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, UNASSIGNED, CompactRecords, RoutingPlan,
                                                  Stats, _bound, _evaluate, assignment, fewest_keys, llfd_target)
 
 Record = tuple  # (d_next, d_cur, d_hash, c, S)

@@ -30,9 +30,9 @@ from typing import Literal, Mapping, Optional
 import numpy as np
 from pydantic import Field
 
-from policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, PlanError, stable_hashes
-from policies.partitioning.registry import register
-from policies.partitioning.routing_table import (BETA, THETA_MAX, algorithm, RoutingPlan, Stats, assignment,
+from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, PlanError, stable_hashes
+from spark_governor.policies.partitioning.registry import register
+from spark_governor.policies.partitioning.routing_table import (BETA, THETA_MAX, algorithm, RoutingPlan, Stats, assignment,
                                                  instance_loads)
 
 

@@ -323,7 +323,7 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
     ``compact=True`` runs every trial and MinTable on compact records (``routing_compact``, §3.8)."""
     back = memory_order(stats, list(stats.table))
     if compact:
-        from policies.partitioning.routing_compact import KeySpace, compact_plan, min_table_compact
+        from spark_governor.policies.partitioning.routing_compact import KeySpace, compact_plan, min_table_compact
 
         space = KeySpace(stats)
 
@@ -479,7 +479,7 @@ def algorithm(name: str, compact: bool = False):
     records (``routing_compact``, §3.8) — mixed, mintable, minmig and llfd."""
     if not compact:
         return ALGORITHMS[name]
-    from policies.partitioning import routing_compact as rc
+    from spark_governor.policies.partitioning import routing_compact as rc
 
     table = {"mixed": lambda stats, theta_max=THETA_MAX, **kw: mixed(stats, theta_max, compact=True, **kw),
              "mintable": rc.min_table_compact, "minmig": rc.min_mig_compact, "llfd": rc.llfd_compact}

@@ -1,8 +1,8 @@
 """A tiny third-party policy package: proves the entry-point registry loads outside policies."""
 from pydantic import Field
 
-from policies.base import JobView, Policy, Proposal
-from policies.safety import SafetyConfig
+from spark_governor.policies.base import JobView, Policy, Proposal
+from spark_governor.policies.safety import SafetyConfig
 
 
 class FixedConfig(SafetyConfig):

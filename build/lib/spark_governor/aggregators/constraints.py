@@ -1,0 +1,125 @@
+"""Latency constraints of a job: storage and the measured latency per averaging span.
+
+A constraint (Lohrmann thesis §4.2, digest 004 §1.3) is a sequence of template vertices (NULL:
+the whole query), a bound ℓ on the mean latency of the records in milliseconds, and an averaging
+span t in seconds (default 5 s as in the thesis). Measurement:
+
+* whole query: mean record latency per span (``aggregators.latency``), from the observed
+  event-time wait when the job reports it (source ``event-time``), else estimated from trigger
+  times (source ``estimated``);
+* a sequence of stages: the sum over its stages of the mean task latency (finish − stage
+  submission, so slot waiting is included) of the tasks that finished within the span, merged
+  exactly over the statistics windows of the span (source ``stage-latency``); record wait before
+  the batch is not part of a stage sequence.
+
+Each span also carries the latest model prediction made before the span ended: decisions store
+``prediction["constraints"][name]`` (predicted mean latency, seconds).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.latency import BatchLatency, span_latencies
+from spark_governor.aggregators.models import batches, decisions, latency_constraints
+
+DEFAULT_SPAN_S = 5.0
+
+
+def constraint_json(row) -> dict:
+    return {"name": row.name, "vertices": row.vertices, "bound_ms": row.bound_ms, "span_s": row.span_s,
+            "use_event_time": row.event_time_metric, "updated_ms": row.updated_ms}
+
+
+def list_constraints(conn: Connection, job_id: int) -> list:
+    return conn.execute(select(latency_constraints).where(latency_constraints.c.job_id == job_id)
+                        .order_by(latency_constraints.c.name)).all()
+
+
+def _query_spans(conn: Connection, job_id: int, c, since_ms: int) -> list[dict]:
+    rows = conn.execute(select(batches).where(batches.c.job_id == job_id, batches.c.trigger_ms >= since_ms)
+                        .order_by(batches.c.trigger_ms)).mappings().all()
+    items = []
+    for r in rows:
+        _, wait_s = queries._event_time(r["observed_metrics"] or {})
+        processing_ms = (r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"])
+        items.append(BatchLatency(r["run_id"], r["trigger_ms"], processing_ms / 1000.0, r["num_input_rows"], wait_s))
+    return [{"start_ms": s.start_ms, "batches": s.batches, "records": s.records, "latency_s": s.latency_s,
+             "wait_s": s.wait_s, "source": s.source} for s in span_latencies(items, c.span_s, c.event_time_metric)]
+
+
+def _stage_spans(conn: Connection, job: str, c, since_ms: int, n_windows: int) -> list[dict]:
+    span_ms = int(round(c.span_s * 1000))
+    by_key = {t["key"]: t for t in queries.template_stats(conn, job, windows=min(1000, n_windows))}
+    per_span: dict[int, dict[str, list]] = {}
+    for key in c.vertices:
+        t = by_key.get(key)
+        for w in (t["windows"] if t else []):
+            end = w["window_start_ms"] + w["window_ms"]
+            if end <= since_ms or not w["latency"]["count"]:
+                continue
+            start = (end - 1) - (end - 1) % span_ms
+            acc = per_span.setdefault(start, {}).setdefault(key, [0, 0.0])
+            acc[0] += w["latency"]["count"]
+            acc[1] += w["latency"]["mean"] * w["latency"]["count"]
+    out = []
+    for start, stages in sorted(per_span.items()):
+        if set(stages) != set(c.vertices):
+            continue  # a span in which some stage of the sequence did not run has no sequence latency
+        out.append({"start_ms": start, "batches": None, "records": None, "source": "stage-latency", "wait_s": 0.0,
+                    "latency_s": sum(total / n for n, total in stages.values())})
+    return out
+
+
+def _model_history(conn: Connection, job_id: int, name: str, since_ms: int):
+    """``([(created_ms, predicted latency s)], feasible)`` from the decisions that modelled this
+    constraint: predictions oldest first, and whether the latest one found the bound feasible."""
+    predictions, feasible = [], None
+    for r in conn.execute(select(decisions.c.created_ms, decisions.c.prediction, decisions.c.inputs).where(
+            decisions.c.job_id == job_id, decisions.c.created_ms >= since_ms - 3_600_000)
+            .order_by(decisions.c.created_ms)):
+        value = ((r.prediction or {}).get("constraints") or {}).get(name)
+        if isinstance(value, (int, float)):
+            predictions.append((r.created_ms, float(value)))
+        planned = (((r.inputs or {}).get("plan") or {}).get("constraints") or {}).get(name)
+        if isinstance(planned, dict) and "feasible" in planned:
+            feasible = planned["feasible"]
+    return predictions, feasible
+
+
+def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int = 12,
+            window_ms: int = 5000) -> dict:
+    """The constraint with its last ``spans`` complete spans: measured latency, bound, attainment and
+    the prediction in force (milliseconds in the answer, as the bound)."""
+    span_ms = int(round(c.span_s * 1000))
+    current_start = now_ms - now_ms % span_ms
+    since_ms = current_start - spans * span_ms
+    measured = (_query_spans(conn, job_id, c, since_ms - 3_600_000) if c.vertices is None
+                else _stage_spans(conn, job, c, since_ms, math.ceil((now_ms - since_ms) / window_ms) + 2))
+    measured = [m for m in measured if since_ms <= m["start_ms"] < current_start]
+    waits = [m["wait_s"] for m in measured]
+    predictions, feasible = _model_history(conn, job_id, c.name, since_ms)
+    out = []
+    for m in measured:
+        end = m["start_ms"] + span_ms
+        before = [p for t, p in predictions if t < end]
+        latency_ms = m["latency_s"] * 1000.0
+        out.append({"start_ms": m["start_ms"], "batches": m["batches"], "records": m["records"],
+                    "latency_ms": latency_ms, "bound_ms": c.bound_ms, "attained": latency_ms <= c.bound_ms,
+                    "predicted_latency_ms": before[-1] * 1000.0 if before else None, "source": m["source"]})
+    attained = [s["attained"] for s in out]
+    return {**constraint_json(c), "spans": out,
+            "attainment": sum(attained) / len(attained) if attained else None,
+            "latest": out[-1] if out else None,
+            "source": out[-1]["source"] if out else None,
+            "batching_wait_ms": 1000.0 * sum(waits) / len(waits) if waits else None,
+            "feasible": feasible}
+
+
+def find(conn: Connection, job_id: int, name: str) -> Optional[object]:
+    return conn.execute(select(latency_constraints).where(latency_constraints.c.job_id == job_id,
+                                                          latency_constraints.c.name == name)).first()

@@ -1,0 +1,67 @@
+"""Engines and schema migrations for the statistics store.
+
+SQLite (default, a file) gets WAL journaling, a busy timeout and foreign keys so that ingest,
+API reads and the retention job can run concurrently; PostgreSQL URLs
+(``postgresql+psycopg://...``) are used as they are.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+
+DEFAULT_DB_URL = "sqlite:///spark-governor.db"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def make_engine(url: str = DEFAULT_DB_URL, **kwargs) -> Engine:
+    """Create an engine; SQLite connections are tuned for one writer and many readers."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # pragma: no cover - trivial
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def alembic_config(url: str):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str = DEFAULT_DB_URL, revision: str = "head") -> None:
+    """Apply Alembic migrations up to ``revision``."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str = DEFAULT_DB_URL, revision: str = "base") -> None:
+    """Revert Alembic migrations down to ``revision``."""
+    from alembic import command
+
+    command.downgrade(alembic_config(url), revision)
+
+
+def current_revision(url: str) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()

@@ -1,0 +1,315 @@
+"""Apply one validated report to the statistics store, in one transaction.
+
+Per report (Lohrmann's runtime-graph aggregator, thesis §4.4; digest §11.3–11.4):
+
+* raw task rows are stored (Spark's units), so statistics can be recomputed and checked;
+* each successful task is folded into the window of its finish time for its runtime vertex
+  ``(template, partition)``: task latency (finish − stage submission), service time (executor
+  run time), service time per record (run time / records in, when records are known) and the
+  interarrival time of task launches at that runtime vertex (consecutive batches), all in
+  seconds, merged into the stored window with the exact Chan/Welford merge;
+* each completed stage is folded into its template window: interarrival times of task launches
+  within the stage, stage makespan (completion − submission), task count and slots;
+* micro-batch progress rows are stored as they are.
+
+Idempotency: a report whose ``(reporter.id, seq)`` was already applied is acknowledged and
+ignored, so a reporter may retry a POST whose response it did not see.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, insert, select, tuple_, update
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
+                                runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
+                                template_windows)
+from spark_governor.aggregators.directives import apply_acks
+from spark_governor.aggregators.partitions import store_partition_stats
+from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.wire import Report
+
+DEFAULT_WINDOW_MS = 5_000
+
+
+@dataclass
+class IngestResult:
+    job_id: int
+    duplicate: bool = False
+    tasks: int = 0
+    stages: int = 0
+    batches: int = 0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _window(ts_ms: int, window_ms: int) -> int:
+    return ts_ms - ts_ms % window_ms
+
+
+def _ensure_job(conn: Connection, report: Report, now: int) -> int:
+    row = conn.execute(select(jobs.c.id).where(jobs.c.name == report.job)).first()
+    if row is not None:
+        return row.id
+    return conn.execute(insert(jobs).values(name=report.job, created_ms=now)).inserted_primary_key[0]
+
+
+def _register_reporter(conn: Connection, job_id: int, report: Report, now: int) -> bool:
+    """Record the reporter's counters; False if this (reporter, seq) was already applied."""
+    r = report.reporter
+    row = conn.execute(select(reporters).where(reporters.c.id == r.id).with_for_update()).first()
+    if row is None:
+        conn.execute(insert(reporters).values(
+            id=r.id, job_id=job_id, last_seq=r.seq, dropped_total=r.dropped_total,
+            orphaned_total=r.orphaned_total, reports_total=1, tasks_total=len(report.tasks),
+            first_ms=now, last_ms=now))
+        return True
+    if r.seq <= row.last_seq:
+        return False
+    conn.execute(update(reporters).where(reporters.c.id == r.id).values(
+        last_seq=r.seq, last_ms=now,
+        dropped_total=max(row.dropped_total, r.dropped_total),
+        orphaned_total=max(row.orphaned_total, r.orphaned_total),
+        reports_total=row.reports_total + 1, tasks_total=row.tasks_total + len(report.tasks)))
+    return True
+
+
+def _ensure_templates(conn: Connection, job_id: int, report: Report, now: int) -> dict[str, int]:
+    described = {t.key: t for t in report.templates}
+    keys = set(described) | {s.template_key for s in report.stages} | {t.template_key for t in report.tasks}
+    if not keys:
+        return {}
+    existing = {r.key: r for r in conn.execute(
+        select(template_vertices).where(template_vertices.c.job_id == job_id, template_vertices.c.key.in_(keys)))}
+    ids: dict[str, int] = {}
+    for key in keys:
+        d = described.get(key)
+        row = existing.get(key)
+        if row is None:
+            values = dict(job_id=job_id, key=key, name=d.name if d else key, ordinal=d.ordinal if d else None,
+                          operators=list(d.operators) if d else [], parents=list(d.parents) if d else [],
+                          first_ms=now, last_ms=now)
+            ids[key] = conn.execute(insert(template_vertices).values(**values)).inserted_primary_key[0]
+        else:
+            ids[key] = row.id
+            values = {"last_ms": now}
+            if d is not None and (row.name != d.name or row.ordinal != d.ordinal or row.parents != list(d.parents)):
+                values.update(name=d.name, ordinal=d.ordinal, operators=list(d.operators), parents=list(d.parents))
+            if row.last_ms < now - 1000 or len(values) > 1:
+                conn.execute(update(template_vertices).where(template_vertices.c.id == row.id).values(**values))
+    return ids
+
+
+def _ensure_runtime_vertices(conn: Connection, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], list]:
+    """Map (template_id, partition) → [runtime_vertex_id, last_launch_ms]."""
+    out: dict[tuple[int, int], list] = {}
+    if not pairs:
+        return out
+    by_template: dict[int, set[int]] = defaultdict(set)
+    for tid, part in pairs:
+        by_template[tid].add(part)
+    for tid, parts in by_template.items():
+        for r in conn.execute(select(runtime_vertices).where(
+                runtime_vertices.c.template_id == tid, runtime_vertices.c.partition.in_(parts)).with_for_update()):
+            out[(tid, r.partition)] = [r.id, r.last_launch_ms]
+    for pair in sorted(pairs - set(out)):
+        rid = conn.execute(insert(runtime_vertices).values(template_id=pair[0], partition=pair[1])).inserted_primary_key[0]
+        out[pair] = [rid, None]
+    return out
+
+
+def _merge_row(row: dict, moments: dict[str, Moments], names) -> dict:
+    """Moment columns of ``row`` merged with ``moments`` (all of ``names``, changed or not)."""
+    values = {}
+    for name in names:
+        merged = Moments(row[f"{name}_n"], row[f"{name}_mean"], row[f"{name}_m2"]).merge(moments.get(name, Moments()))
+        values.update({f"{name}_n": merged.n, f"{name}_mean": merged.mean, f"{name}_m2": merged.m2})
+    return values
+
+
+def _insert_many(conn: Connection, table, rows: list[dict]) -> None:
+    """Bulk INSERT straight through the DB-API ``executemany`` (skips per-row SQL compilation).
+
+    Every dict has the same keys. Used for the hot tables (tasks, runtime windows)."""
+    if not rows:
+        return
+    cols = list(rows[0])
+    style = conn.dialect.paramstyle
+    if style == "qmark":
+        sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        conn.exec_driver_sql(sql, [tuple(r[c] for c in cols) for r in rows])
+    else:  # the compiled statement knows the dialect's parameter style
+        conn.execute(insert(table), rows)
+
+
+def _update_many(conn: Connection, table, rows: list[dict]) -> None:
+    """One executemany UPDATE by primary key; every dict has ``_id`` and the same columns."""
+    if not rows:
+        return
+    cols = [k for k in rows[0] if k != "_id"]
+    stmt = update(table).where(table.c.id == bindparam("_id")).values({c: bindparam(c) for c in cols})
+    conn.execute(stmt, rows)
+
+
+def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
+    app_id = report.reporter.app_id or ""
+    rvs = _ensure_runtime_vertices(conn, {(template_ids[t.template_key], t.partition) for t in report.tasks})
+    rows = []
+    # samples per (runtime_vertex_id, window_start)
+    samples: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    sums: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for t in sorted(report.tasks, key=lambda t: t.launch_ms):
+        tid = template_ids[t.template_key]
+        rv = rvs[(tid, t.partition)]
+        d = t.model_dump()
+        d.pop("template_key")
+        d.update(job_id=job_id, template_id=tid, runtime_vertex_id=rv[0], app_id=app_id)
+        rows.append(d)
+        key = (rv[0], _window(t.finish_ms, window_ms))
+        s = sums[key]
+        if not t.successful:
+            s["failed_tasks"] += 1
+            continue
+        s["tasks"] += 1
+        records_in = t.input_records + t.shuffle_read_records
+        for name in RUNTIME_SUMS:
+            s[name] += records_in if name == "records_in" else d[name]
+        smp = samples[key]
+        smp["service"].append(t.run_time_ms / 1000.0)
+        if t.stage_submission_ms is not None:
+            smp["latency"].append((t.finish_ms - t.stage_submission_ms) / 1000.0)
+        if records_in > 0:
+            smp["service_per_record"].append(t.run_time_ms / 1000.0 / records_in)
+        if rv[1] is not None and t.launch_ms > rv[1]:
+            smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
+        rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
+    _insert_many(conn, tasks, rows)
+    _update_many(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": last}
+                                          for rid, last in rvs.values() if last is not None])
+    if not sums:
+        return len(rows)
+    rv_template = {rid: tid for (tid, _p), (rid, _l) in rvs.items()}
+    keys = list(sums)
+    existing = {}
+    for chunk in range(0, len(keys), 400):
+        part = keys[chunk:chunk + 400]
+        for r in conn.execute(select(runtime_windows).where(
+                tuple_(runtime_windows.c.runtime_vertex_id, runtime_windows.c.window_start_ms).in_(part)).with_for_update()):
+            existing[(r.runtime_vertex_id, r.window_start_ms)] = r._asdict()
+    new_rows, changed = [], []
+    for key in keys:
+        moments = {name: Moments.of(vals) for name, vals in samples.get(key, {}).items()}
+        s = sums[key]
+        row = existing.get(key)
+        if row is None:
+            values = {"runtime_vertex_id": key[0], "template_id": rv_template[key[0]], "window_start_ms": key[1],
+                      "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
+            for name in RUNTIME_SUMS:
+                values[name] = s[name]
+            for name in RUNTIME_MOMENTS:
+                m = moments.get(name, Moments())
+                values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
+            new_rows.append(values)
+        else:
+            values = _merge_row(row, moments, RUNTIME_MOMENTS)
+            values["tasks"] = row["tasks"] + s["tasks"]
+            values["failed_tasks"] = row["failed_tasks"] + s["failed_tasks"]
+            for name in RUNTIME_SUMS:
+                values[name] = row[name] + s[name]
+            values["_id"] = row["id"]
+            changed.append(values)
+    _update_many(conn, runtime_windows, changed)
+    _insert_many(conn, runtime_windows, new_rows)
+    return len(rows)
+
+
+def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
+    app_id = report.reporter.app_id or ""
+    n = 0
+    for s in report.stages:
+        tid = template_ids[s.template_key]
+        dup = conn.execute(select(stage_runs.c.id).where(
+            stage_runs.c.job_id == job_id, stage_runs.c.app_id == app_id,
+            stage_runs.c.stage_id == s.stage_id, stage_runs.c.attempt == s.attempt)).first()
+        if dup is not None:
+            continue
+        values = s.model_dump()
+        values.pop("template_key")
+        conn.execute(insert(stage_runs).values(job_id=job_id, template_id=tid, app_id=app_id, **values))
+        n += 1
+        if s.completion_ms is None or s.failure_reason:
+            continue
+        launches = [r.launch_ms for r in conn.execute(
+            select(tasks.c.launch_ms).where(tasks.c.job_id == job_id, tasks.c.app_id == app_id,
+                                            tasks.c.stage_id == s.stage_id, tasks.c.stage_attempt == s.attempt)
+            .order_by(tasks.c.launch_ms))]
+        moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(launches, launches[1:])])}
+        if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
+            moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
+        start = _window(s.completion_ms, window_ms)
+        row = conn.execute(select(template_windows).where(
+            template_windows.c.template_id == tid, template_windows.c.window_start_ms == start).with_for_update()).first()
+        if row is None:
+            values = {"template_id": tid, "window_start_ms": start, "window_ms": window_ms, "stages": 1,
+                      "max_num_tasks": s.num_tasks, "max_slots": s.slots}
+            for name in TEMPLATE_MOMENTS:
+                m = moments.get(name, Moments())
+                values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
+            conn.execute(insert(template_windows).values(**values))
+        else:
+            row = row._asdict()
+            values = _merge_row(row, moments, TEMPLATE_MOMENTS)
+            values.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
+                          max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+            conn.execute(update(template_windows).where(template_windows.c.id == row["id"]).values(**values))
+    return n
+
+
+def _store_batches(conn: Connection, job_id: int, report: Report) -> int:
+    if not report.batches:
+        return 0
+    keys = [(b.run_id, b.batch_id) for b in report.batches]
+    seen = {(r.run_id, r.batch_id) for r in conn.execute(select(batches.c.run_id, batches.c.batch_id).where(
+        batches.c.job_id == job_id, tuple_(batches.c.run_id, batches.c.batch_id).in_(keys)))}
+    rows = []
+    for b in report.batches:
+        if (b.run_id, b.batch_id) in seen:
+            continue
+        seen.add((b.run_id, b.batch_id))
+        rows.append(dict(job_id=job_id, **b.model_dump()))
+    if rows:
+        conn.execute(insert(batches), rows)
+    return len(rows)
+
+
+def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WINDOW_MS) -> IngestResult:
+    """Store ``report`` using ``conn`` (the caller owns the transaction)."""
+    now = _now_ms()
+    job_id = _ensure_job(conn, report, now)
+    if not _register_reporter(conn, job_id, report, now):
+        return IngestResult(job_id, duplicate=True)
+    template_ids = _ensure_templates(conn, job_id, report, now)
+    result = IngestResult(job_id)
+    result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms) if report.tasks else 0
+    result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
+    result.batches = _store_batches(conn, job_id, report)
+    store_partition_stats(conn, job_id, report, now)
+    r = report.reporter
+    values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
+    if r.slots is not None:
+        values["slots"] = r.slots
+    if r.executors is not None:
+        values["executors"] = r.executors
+    if r.knob_state:
+        values["knob_state"] = dict(r.knob_state)
+    if r.applied:
+        apply_acks(conn, job_id, list(r.applied), now)
+    if r.app_id:
+        values.update(app_id=r.app_id, master=r.master)
+    conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
+    return result

@@ -1,0 +1,211 @@
+"""Read side of the statistics store: jobs, template (stage) and runtime (task) statistics.
+
+Template statistics are the exact Chan/Welford merge of their runtime vertices' windows
+(Lohrmann §4.4.2 with counts, digest §9.7), never an average of averages. All durations in
+seconds; rates in records per second; utilization is a fraction in [0, 1+] (busy slot time over
+available slot time; digest §11.3: ρ_v = Σ executorRunTime_v / (p(v)·W) with
+p(v) = min(numTasks_v, slots)).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
+                                runtime_vertices, runtime_windows, template_vertices, template_windows)
+from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.wire import EVENT_TIME_METRIC
+
+
+class NotFound(LookupError):
+    """A job or template that does not exist; message names it."""
+
+
+def _moments(row, name: str) -> Moments:
+    return Moments(row[f"{name}_n"], row[f"{name}_mean"], row[f"{name}_m2"])
+
+
+def job_row(conn: Connection, name: str):
+    row = conn.execute(select(jobs).where(jobs.c.name == name)).first()
+    if row is None:
+        raise NotFound(f"job {name!r} not found")
+    return row
+
+
+def list_jobs(conn: Connection) -> list[dict]:
+    drops = {r.job_id: r for r in conn.execute(
+        select(reporters.c.job_id, func.sum(reporters.c.dropped_total).label("dropped"),
+               func.sum(reporters.c.orphaned_total).label("orphaned"),
+               func.sum(reporters.c.tasks_total).label("tasks"),
+               func.count().label("reporters")).group_by(reporters.c.job_id))}
+    out = []
+    for j in conn.execute(select(jobs).order_by(jobs.c.name)):
+        d = drops.get(j.id)
+        out.append({"name": j.name, "created_ms": j.created_ms, "last_report_ms": j.last_report_ms,
+                    "slots": j.slots, "app_id": j.app_id, "master": j.master, "executors": j.executors,
+                    "not_actuatable": j.not_actuatable or {}, "knob_state": j.knob_state or {},
+                    "reporters": int(d.reporters) if d else 0,
+                    "tasks_reported_total": int(d.tasks or 0) if d else 0,
+                    "reporter_dropped_total": int(d.dropped or 0) if d else 0,
+                    "reporter_orphaned_total": int(d.orphaned or 0) if d else 0})
+    return out
+
+
+def _window_stats(moments: dict[str, Moments], sums: dict[str, int], tasks: int, failed: int,
+                  window_s: float, p: Optional[int]) -> dict:
+    run_s = sums["run_time_ms"] / 1000.0
+    out = {name: m.to_dict() for name, m in moments.items()}
+    out.update({
+        "tasks": tasks,
+        "failed_tasks": failed,
+        "records_in": sums["records_in"],
+        "records_in_per_second": sums["records_in"] / window_s if window_s else None,
+        "busy_seconds": run_s,
+        "parallelism": p,
+        "utilization": run_s / (p * window_s) if p and window_s else None,
+        "shuffle_read_bytes": sums["shuffle_read_bytes"],
+        "shuffle_write_bytes": sums["shuffle_write_bytes"],
+        "shuffle_read_records": sums["shuffle_read_records"],
+        "shuffle_write_records": sums["shuffle_write_records"],
+        "cpu_seconds": sums["cpu_time_ns"] / 1e9,
+        "gc_seconds": sums["gc_time_ms"] / 1000.0,
+    })
+    return out
+
+
+def _template(conn: Connection, job_id: int, key: str):
+    row = conn.execute(select(template_vertices).where(
+        template_vertices.c.job_id == job_id, template_vertices.c.key == key)).first()
+    if row is None:
+        raise NotFound(f"stage template {key!r} not found")
+    return row
+
+
+def _recent_window_starts(conn: Connection, template_id: int, limit: int) -> list[int]:
+    return sorted(r[0] for r in conn.execute(
+        select(runtime_windows.c.window_start_ms).where(runtime_windows.c.template_id == template_id)
+        .group_by(runtime_windows.c.window_start_ms).order_by(runtime_windows.c.window_start_ms.desc()).limit(limit)))
+
+
+def template_stats(conn: Connection, job: str, windows: int = 12) -> list[dict]:
+    """Per template vertex: its last ``windows`` windows (merged over partitions) and a summary."""
+    j = job_row(conn, job)
+    out = []
+    for t in conn.execute(select(template_vertices).where(template_vertices.c.job_id == j.id)
+                          .order_by(template_vertices.c.ordinal, template_vertices.c.key)):
+        starts = _recent_window_starts(conn, t.id, windows)
+        per_window = []
+        summary_moments: dict[str, Moments] = defaultdict(Moments)
+        summary_sums: dict[str, int] = defaultdict(int)
+        summary_tasks = summary_failed = 0
+        if starts:
+            rw = conn.execute(select(runtime_windows).where(
+                runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0])).mappings().all()
+            tw = {r["window_start_ms"]: r for r in conn.execute(select(template_windows).where(
+                template_windows.c.template_id == t.id, template_windows.c.window_start_ms >= starts[0])).mappings()}
+            grouped = defaultdict(list)
+            for r in rw:
+                grouped[r["window_start_ms"]].append(r)
+            for start in starts:
+                rows = grouped[start]
+                window_ms = rows[0]["window_ms"]
+                moments = {n: Moments.merge_all(_moments(r, n) for r in rows) for n in RUNTIME_MOMENTS}
+                sums = {n: sum(r[n] for r in rows) for n in RUNTIME_SUMS}
+                twr = tw.get(start)
+                if twr is not None:
+                    for n in TEMPLATE_MOMENTS:
+                        moments[n] = _moments(twr, n)
+                slots = (twr["max_slots"] if twr is not None else None) or j.slots
+                num_tasks = (twr["max_num_tasks"] if twr is not None else 0) or len(rows)
+                p = min(num_tasks, slots) if slots else num_tasks
+                stats = _window_stats(moments, sums, sum(r["tasks"] for r in rows),
+                                      sum(r["failed_tasks"] for r in rows), window_ms / 1000.0, p)
+                stats.update(window_start_ms=start, window_ms=window_ms, partitions=len(rows), num_tasks=num_tasks,
+                             stages=twr["stages"] if twr is not None else 0,
+                             utilization_max=max(r["run_time_ms"] for r in rows) / window_ms)
+                per_window.append(stats)
+                for n, m in moments.items():
+                    summary_moments[n] = summary_moments[n].merge(m)
+                for n, v in sums.items():
+                    summary_sums[n] += v
+                summary_tasks += stats["tasks"]
+                summary_failed += stats["failed_tasks"]
+        summary = None
+        if per_window:
+            span_s = sum(w["window_ms"] for w in per_window) / 1000.0
+            ps = [w["parallelism"] for w in per_window if w["parallelism"]]
+            summary = _window_stats(dict(summary_moments), dict(summary_sums), summary_tasks, summary_failed,
+                                    span_s, max(ps) if ps else None)
+            summary.update(windows=len(per_window), span_seconds=span_s)
+        out.append({"key": t.key, "name": t.name, "ordinal": t.ordinal, "operators": t.operators,
+                    "parents": t.parents, "first_ms": t.first_ms, "last_ms": t.last_ms,
+                    "windows": per_window, "latest": per_window[-1] if per_window else None,
+                    "summary": summary})
+    return out
+
+
+def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 12) -> dict:
+    """Per runtime vertex (partition) of one template: its last ``windows`` windows."""
+    j = job_row(conn, job)
+    t = _template(conn, j.id, template_key)
+    starts = _recent_window_starts(conn, t.id, windows)
+    by_part: dict[int, list] = defaultdict(list)
+    if starts:
+        q = (select(runtime_windows, runtime_vertices.c.partition)
+             .join(runtime_vertices, runtime_vertices.c.id == runtime_windows.c.runtime_vertex_id)
+             .where(runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0])
+             .order_by(runtime_vertices.c.partition, runtime_windows.c.window_start_ms))
+        for r in conn.execute(q).mappings():
+            moments = {n: _moments(r, n) for n in RUNTIME_MOMENTS}
+            sums = {n: r[n] for n in RUNTIME_SUMS}
+            stats = _window_stats(moments, sums, r["tasks"], r["failed_tasks"], r["window_ms"] / 1000.0, 1)
+            stats.update(window_start_ms=r["window_start_ms"], window_ms=r["window_ms"])
+            by_part[r["partition"]].append(stats)
+    return {"key": t.key, "name": t.name,
+            "partitions": [{"partition": p, "windows": w, "latest": w[-1]} for p, w in sorted(by_part.items())]}
+
+
+def batch_stats(conn: Connection, job: str, limit: int = 100) -> dict:
+    """The last ``limit`` micro-batches and the interarrival moments of their trigger times (s)."""
+    j = job_row(conn, job)
+    rows = list(reversed(conn.execute(select(batches).where(batches.c.job_id == j.id)
+                                      .order_by(batches.c.trigger_ms.desc()).limit(limit)).mappings().all()))
+    gaps: list[float] = []
+    last_by_run: dict[str, int] = {}
+    for r in rows:
+        prev = last_by_run.get(r["run_id"])
+        if prev is not None and r["trigger_ms"] > prev:
+            gaps.append((r["trigger_ms"] - prev) / 1000.0)
+        last_by_run[r["run_id"]] = r["trigger_ms"]
+    items = [{k: v for k, v in r.items() if k not in ("id", "job_id")} for r in rows]
+    span_s = gaps_n = 0.0
+    for item in items:
+        item["record_interarrival_s"], item["record_wait_s"] = _event_time(item["observed_metrics"])
+        obs = item["observed_metrics"].get(EVENT_TIME_METRIC) or {}
+        if item["record_interarrival_s"] is not None:
+            span_s += (obs["max_us"] - obs["min_us"]) / 1e6
+            gaps_n += obs["records"] - 1
+    durations = Moments.of([r["batch_duration_ms"] / 1000.0 for r in rows])
+    return {"batches": items, "interarrival": Moments.of(gaps).to_dict(), "duration": durations.to_dict(),
+            "record_interarrival": {"mean": span_s / gaps_n if gaps_n else None, "gaps": int(gaps_n)}}
+
+
+def _event_time(observed: dict) -> tuple[Optional[float], Optional[float]]:
+    """(mean record interarrival s, mean record wait s) of one batch from its observed metrics.
+
+    Only the mean interarrival is exact from (count, min, max); its variance would need every
+    record's timestamp, which the observation does not carry.
+    """
+    obs = observed.get(EVENT_TIME_METRIC)
+    if not isinstance(obs, dict):
+        return None, None
+    try:
+        n, lo, hi = int(obs["records"]), float(obs["min_us"]), float(obs["max_us"])
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    wait = obs.get("wait_us_avg")
+    wait_s = float(wait) / 1e6 if isinstance(wait, (int, float)) else None
+    return ((hi - lo) / 1e6 / (n - 1) if n > 1 else None), wait_s

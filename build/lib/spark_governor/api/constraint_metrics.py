@@ -1,0 +1,73 @@
+"""Prometheus exposition of latency constraints and of the models' prediction error.
+
+Per constraint (labels ``job``, ``constraint``): the latest complete span's measured mean
+record latency, its bound, the attainment over the last 12 spans, the model prediction in force
+and whether the latest model found the bound feasible. Per policy (labels ``job``, ``policy``,
+``quantity``): the relative prediction error of the latest judged decision,
+(observed − predicted) / predicted, for each quantity it predicted (``latency_s``, ``utilization``).
+"""
+from __future__ import annotations
+
+import time
+
+from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+
+from spark_governor.aggregators import constraints
+from spark_governor.aggregators.models import decisions, jobs, latency_constraints
+
+PREFIX = "spark_governor"
+SPANS = 12
+
+
+class ConstraintCollector:
+    def __init__(self, engine: Engine, window_ms: int = 5000) -> None:
+        self.engine, self.window_ms = engine, window_ms
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        labels = ["job", "constraint"]
+        latency = GaugeMetricFamily(f"{PREFIX}_constraint_latency_seconds",
+                                    "Mean record latency of the latest complete span", labels=labels)
+        bound = GaugeMetricFamily(f"{PREFIX}_constraint_bound_seconds", "Bound on the mean record latency",
+                                  labels=labels)
+        attainment = GaugeMetricFamily(f"{PREFIX}_constraint_attainment_ratio",
+                                       f"Fraction of the last {SPANS} spans within the bound", labels=labels)
+        predicted = GaugeMetricFamily(f"{PREFIX}_constraint_predicted_latency_seconds",
+                                      "Model prediction of the mean record latency in force", labels=labels)
+        feasible = GaugeMetricFamily(f"{PREFIX}_constraint_feasible",
+                                     "1 when the latest model found the bound feasible, 0 when not", labels=labels)
+        error = GaugeMetricFamily(f"{PREFIX}_model_prediction_error_ratio",
+                                  "(observed - predicted) / predicted of the latest judged decision",
+                                  labels=["job", "policy", "quantity"])
+        now_ms = int(time.time() * 1000)
+        with self.engine.connect() as conn:
+            names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
+            for c in conn.execute(select(latency_constraints)).all():
+                job = names[c.job_id]
+                m = constraints.measure(conn, job, c.job_id, c, now_ms, SPANS, self.window_ms)
+                key = [job, c.name]
+                bound.add_metric(key, c.bound_ms / 1000.0)
+                if m["latest"] is not None:
+                    latency.add_metric(key, m["latest"]["latency_ms"] / 1000.0)
+                    if m["latest"]["predicted_latency_ms"] is not None:
+                        predicted.add_metric(key, m["latest"]["predicted_latency_ms"] / 1000.0)
+                if m["attainment"] is not None:
+                    attainment.add_metric(key, m["attainment"])
+                if m["feasible"] is not None:
+                    feasible.add_metric(key, 1.0 if m["feasible"] else 0.0)
+            latest = (select(decisions.c.job_id, decisions.c.policy, func.max(decisions.c.outcome_ms).label("t"))
+                      .where(decisions.c.outcome_ms.is_not(None)).group_by(decisions.c.job_id, decisions.c.policy)
+                      .subquery())
+            for d in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.outcome).join(
+                    latest, (decisions.c.job_id == latest.c.job_id) & (decisions.c.policy == latest.c.policy)
+                    & (decisions.c.outcome_ms == latest.c.t))):
+                observed = (d.outcome or {}).get("observed") or {}
+                for quantity, p in ((d.outcome or {}).get("predicted") or {}).items():
+                    o = observed.get(quantity)
+                    if isinstance(p, (int, float)) and isinstance(o, (int, float)) and p:
+                        error.add_metric([names[d.job_id], d.policy, quantity], (o - p) / p)
+        yield from (latency, bound, attainment, predicted, feasible, error)

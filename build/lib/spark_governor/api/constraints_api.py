@@ -1,0 +1,116 @@
+"""Web API for latency constraints (a Flask blueprint).
+
+``PUT/DELETE /api/v1/jobs/<job>/constraints/<name>`` (bearer token, audited) declare or remove a
+constraint; ``GET`` shows each constraint per averaging span: measured mean record latency, the
+bound, whether it was attained, the model's prediction in force, and where the measurement comes
+from (``event-time``, ``estimated`` or ``stage-latency``; see ``aggregators.constraints``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from flask import Blueprint, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Engine
+
+from spark_governor.aggregators import constraints as store
+from spark_governor.aggregators import queries
+from spark_governor.aggregators.models import jobs, latency_constraints
+from spark_governor.api.auth import ApiError, audited, now_ms, parse_body
+from spark_governor.policies.wire import TemplateKey, validate_job_name
+
+
+class ConstraintSettings(BaseModel):
+    """Body of ``PUT /api/v1/jobs/<job>/constraints/<name>``."""
+
+    model_config = ConfigDict(extra="forbid")
+    vertices: Optional[list[TemplateKey]] = Field(
+        None, min_length=1, max_length=64,
+        description="Template keys of the constrained sequence, in order; omitted or null: the whole query")
+    bound_ms: float = Field(gt=0, le=86_400_000, description="Bound ℓ on the mean record latency, milliseconds")
+    span_s: float = Field(store.DEFAULT_SPAN_S, gt=0, le=3600, description="Averaging span t, seconds")
+    use_event_time: bool = Field(True, description="Measure the wait from the job's observed event-time metric "
+                                                   "when it reports one")
+
+    @field_validator("vertices")
+    @classmethod
+    def _unique(cls, v):
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("template keys must be unique")
+        return v
+
+
+def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
+    bp = Blueprint("constraints", __name__)
+
+    @bp.errorhandler(ApiError)
+    def _api_error(exc: ApiError):
+        return jsonify(error=exc.message), exc.status
+
+    def spans_arg() -> int:
+        raw = request.args.get("spans", "12")
+        if not raw.isdigit() or not 1 <= int(raw) <= 720:
+            raise ApiError(400, "spans: must be an integer between 1 and 720")
+        return int(raw)
+
+    @bp.get("/api/v1/jobs/<job>/constraints")
+    def list_constraints(job: str):
+        spans, now = spans_arg(), now_ms()
+        with engine.connect() as conn:
+            j = queries.job_row(conn, job)
+            items = [store.measure(conn, job, j.id, c, now, spans, window_ms)
+                     for c in store.list_constraints(conn, j.id)]
+        return jsonify(job=job, constraints=items)
+
+    @bp.get("/api/v1/jobs/<job>/constraints/<name>")
+    def get_constraint(job: str, name: str):
+        spans, now = spans_arg(), now_ms()
+        with engine.connect() as conn:
+            j = queries.job_row(conn, job)
+            c = store.find(conn, j.id, name)
+            if c is None:
+                raise ApiError(404, f"constraint {name!r} of job {job!r} not found")
+            return jsonify(job=job, **store.measure(conn, job, j.id, c, now, spans, window_ms))
+
+    @bp.put("/api/v1/jobs/<job>/constraints/<name>")
+    @audited(engine)
+    def put_constraint(job: str, name: str):
+        settings = parse_body(ConstraintSettings, "bound_ms and optionally vertices, span_s")
+        for what, value in (("job", job), ("name", name)):
+            try:
+                validate_job_name(value)
+            except ValueError as exc:
+                raise ApiError(400, f"{what}: {str(exc).split(': ', 1)[1]}") from None
+        now = now_ms()
+        values = dict(vertices=settings.vertices, bound_ms=settings.bound_ms, span_s=settings.span_s,
+                      event_time_metric=settings.use_event_time, updated_ms=now)
+        with engine.begin() as conn:
+            jid = conn.execute(select(jobs.c.id).where(jobs.c.name == job)).scalar()
+            if jid is None:
+                jid = conn.execute(insert(jobs).values(name=job, created_ms=now)).inserted_primary_key[0]
+            others = [c for c in store.list_constraints(conn, jid) if c.name != name]
+            if others and any(c.span_s != settings.span_s for c in others):
+                # digest 004 §10.13: constraints of one job are evaluated together and must share t
+                raise ApiError(409, f"span_s: every constraint of job {job!r} must use the same averaging span "
+                                    f"({others[0].span_s:g} s)")
+            res = conn.execute(update(latency_constraints).where(
+                latency_constraints.c.job_id == jid, latency_constraints.c.name == name).values(**values))
+            if res.rowcount == 0:
+                conn.execute(insert(latency_constraints).values(job_id=jid, name=name, **values))
+            row = store.find(conn, jid, name)
+        return jsonify(job=job, **store.constraint_json(row)), 200
+
+    @bp.delete("/api/v1/jobs/<job>/constraints/<name>")
+    @audited(engine)
+    def delete_constraint(job: str, name: str):
+        with engine.begin() as conn:
+            j = queries.job_row(conn, job)
+            res = conn.execute(delete(latency_constraints).where(latency_constraints.c.job_id == j.id,
+                                                                 latency_constraints.c.name == name))
+        if res.rowcount == 0:
+            raise ApiError(404, f"constraint {name!r} of job {job!r} not found")
+        return jsonify(deleted=name), 200
+
+    return bp
+

@@ -1,0 +1,139 @@
+"""Evaluate → decide → realize, once per evaluation interval for every job with enabled policies.
+
+For each enabled policy of a job: collect its ``JobView`` (aggregators.view), let the policy
+evaluate it, pass each proposal through the shared safety rules (policies.safety), persist the
+decision, and — in ``act`` mode, for an actuatable knob — issue a new directive version in the
+same transaction (the decision row is written first). A knob the job cannot actuate (executors in
+``local[*]``) keeps the decision as a recommendation with status ``not_actuatable``.
+
+Effectiveness: ``effectiveness_intervals`` evaluation intervals after a decision was applied, the
+policy's ``observe`` is compared with the decision's prediction (``judge_effect``); ineffective
+scale-ups in a row put the knob on hold (an event, the API and ``/metrics`` show it).
+
+One job's or one policy's failure is recorded as a ``policy_error`` event and never stops the
+others.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Engine
+
+from spark_governor.aggregators import directives as repo
+from spark_governor.aggregators.models import decisions, jobs, policy_configs
+from spark_governor.aggregators.view import build_view
+from spark_governor.policies.registry import get_policy, validate_config
+from spark_governor.policies.safety import guard, judge_effect, next_history
+
+log = logging.getLogger("spark_governor.governor")
+
+
+@dataclass
+class Governor:
+    engine: Engine
+    evaluation_interval_s: float = 10.0
+    window_ms: int = 5000
+
+    def evaluate_all(self, now_ms: int | None = None) -> None:
+        with self.engine.connect() as conn:
+            job_ids = [r.job_id for r in conn.execute(
+                select(policy_configs.c.job_id).where(policy_configs.c.enabled).distinct())]
+        for job_id in job_ids:
+            try:
+                self.evaluate_job(job_id, now_ms)
+            except Exception as exc:  # never let one job stop the others
+                log.exception("evaluating job %s failed", job_id)
+                with self.engine.begin() as conn:
+                    repo.record_event(conn, job_id, "policy_error", f"evaluation failed: {exc!r}",
+                                      int(time.time() * 1000))
+
+    def evaluate_job(self, job_id: int, now_ms: int | None = None) -> list[int]:
+        """Evaluate every enabled policy of one job; returns the ids of new decisions."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        created: list[int] = []
+        with self.engine.connect() as conn:
+            job = conn.execute(select(jobs.c.name).where(jobs.c.id == job_id)).scalar_one()
+            configs = conn.execute(select(policy_configs).where(policy_configs.c.job_id == job_id,
+                                                                policy_configs.c.enabled)).all()
+        for pc in configs:
+            try:
+                created += self._evaluate_policy(job_id, job, pc, now_ms)
+            except Exception as exc:
+                log.exception("policy %s of job %s failed", pc.policy, job)
+                with self.engine.begin() as conn:
+                    repo.record_event(conn, job_id, "policy_error", f"{exc.__class__.__name__}: {exc}", now_ms,
+                                      policy=pc.policy)
+        return created
+
+    def _evaluate_policy(self, job_id: int, job: str, pc, now_ms: int) -> list[int]:
+        cls = get_policy(pc.policy)
+        cfg = validate_config(cls, pc.config)
+        policy = cls()
+        span_s = max(self.evaluation_interval_s * cfg.effectiveness_intervals,
+                     getattr(cfg, "scaling_interval_s", 0) or 0, self.window_ms / 1000.0)
+        created = []
+        with self.engine.begin() as conn:
+            view = build_view(conn, job, span_s, self.window_ms, now_ms)
+            self._judge_applied(conn, job_id, policy, cfg, view, now_ms)
+            for p in policy.evaluate(view, cfg):
+                if p.knob not in cls.knobs:
+                    raise ValueError(f"policy {cls.name} proposed knob {p.knob!r} it does not own")
+                current = view.current(p.knob)
+                history = repo.knob_history(conn, job_id, p.knob)
+                g = guard(p.value, current, cfg, history, now_ms, self.evaluation_interval_s)
+                if g.value is None:
+                    if g.note and g.note.startswith("held"):
+                        repo.record_event(conn, job_id, "hold", f"{p.knob}: {g.note} ({p.reason})", now_ms, cls.name)
+                    continue
+                reason = p.reason + (f" [{g.note}]" if g.note else "")
+                not_actuatable = view.not_actuatable.get(p.knob)
+                if pc.mode != "act":
+                    status, message = "recorded", "dry-run"
+                elif not_actuatable:
+                    status, message = "not_actuatable", f"not actuatable: {not_actuatable}"
+                else:
+                    status, message = "issued", None
+                decision_id = repo.record_decision(
+                    conn, job_id=job_id, policy=cls.name, knob=p.knob, old_value=current, new_value=g.value,
+                    reason=reason, inputs=p.inputs, prediction=p.prediction, mode=pc.mode, status=status,
+                    status_message=message, created_ms=now_ms)
+                if status == "issued":
+                    self.issue(conn, job_id, decision_id, p.knob, current, g.value, now_ms)
+                created.append(decision_id)
+        return created
+
+    @staticmethod
+    def issue(conn, job_id: int, decision_id: int, knob: str, old, new, now_ms: int) -> int:
+        """Realize a persisted decision as the next directive version."""
+        version = repo.issue_directive(conn, job_id, knob, new, decision_id, now_ms)
+        conn.execute(update(decisions).where(decisions.c.id == decision_id).values(
+            directive_version=version, status="issued"))
+        direction = 0
+        if isinstance(old, (int, float)) and isinstance(new, (int, float)):
+            direction = 1 if new > old else -1
+        repo.save_knob_history(conn, job_id, knob,
+                               next_history(repo.knob_history(conn, job_id, knob), changed_ms=now_ms,
+                                            direction=direction))
+        return version
+
+    def _judge_applied(self, conn, job_id: int, policy, cfg, view, now_ms: int) -> None:
+        due = now_ms - int(cfg.effectiveness_intervals * self.evaluation_interval_s * 1000)
+        for d in conn.execute(select(decisions).where(
+                decisions.c.job_id == job_id, decisions.c.policy == policy.name, decisions.c.status == "applied",
+                decisions.c.outcome_ms.is_(None), decisions.c.applied_ms <= due)).all():
+            observed = policy.observe(view, d.knob, cfg)
+            effective = judge_effect(d.inputs or {}, d.prediction or {}, observed, cfg.effective_fraction)
+            conn.execute(update(decisions).where(decisions.c.id == d.id).values(
+                outcome={"observed": observed, "predicted": d.prediction}, effective=effective, outcome_ms=now_ms))
+            scale_up = isinstance(d.new_value, (int, float)) and isinstance(d.old_value, (int, float)) \
+                and d.new_value > d.old_value
+            if scale_up and effective is not None:
+                before = repo.knob_history(conn, job_id, d.knob)
+                after = next_history(before, effective=effective, cfg=cfg)
+                repo.save_knob_history(conn, job_id, d.knob, after)
+                if after.held and not before.held:
+                    repo.record_event(conn, job_id, "hold", f"{d.knob}: scale-ups held after "
+                                      f"{after.consecutive_ineffective_ups} ineffective ones", now_ms, policy.name)

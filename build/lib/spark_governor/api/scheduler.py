@@ -1,0 +1,30 @@
+"""APScheduler jobs that run inside ``spark-governor serve``: retention and policy evaluation."""
+from __future__ import annotations
+
+import logging
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy.engine import Engine
+
+from spark_governor.aggregators.retention import purge_older_than
+
+log = logging.getLogger("spark_governor.scheduler")
+
+
+def build_scheduler(engine: Engine, retention_s: float, retention_interval_s: float = 60.0,
+                    governor=None) -> BackgroundScheduler:
+    """A background scheduler that purges statistics older than ``retention_s`` seconds and, with
+    a ``governor``, evaluates every job's enabled policies each evaluation interval."""
+    scheduler = BackgroundScheduler(daemon=True)
+    if governor is not None:
+        scheduler.add_job(governor.evaluate_all, "interval", seconds=governor.evaluation_interval_s,
+                          id="policies", max_instances=1, coalesce=True)
+
+    def retention() -> None:
+        deleted = purge_older_than(engine, retention_s)
+        if any(deleted.values()):
+            log.info("retention: deleted %s", deleted)
+
+    scheduler.add_job(retention, "interval", seconds=retention_interval_s, id="retention",
+                      max_instances=1, coalesce=True)
+    return scheduler

@@ -1,0 +1,401 @@
+"""Response bodies of the web API as pydantic models: the source of the OpenAPI document.
+
+The handlers build plain dicts; these models describe them exactly (``extra="forbid"`` becomes
+``additionalProperties: false``), and ``tests/test_openapi.py`` validates real responses against
+the document built from them, so a field added to a handler without being added here fails a
+test. Units are those of the handlers: ``*_ms`` epoch milliseconds (or durations in ms where the
+name says so), statistics in seconds, rates per second.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Error(_Body):
+    """Every 4xx/5xx answer: ``error`` names the offending field or resource first."""
+
+    error: str
+
+
+class Health(_Body):
+    status: Literal["ok", "error"]
+    error: Optional[str] = None
+
+
+# -- ingest ------------------------------------------------------------------------------------
+
+class AcceptedCounts(_Body):
+    tasks: int
+    stages: int
+    batches: int
+
+
+class PendingDirective(_Body):
+    """A knob's desired value the driver should apply if ``version`` is newer than its own."""
+
+    knob: str
+    version: int
+    value: Any
+
+
+class ReportAccepted(_Body):
+    accepted: AcceptedCounts
+    duplicate: bool
+    directives: list[PendingDirective]
+
+
+# -- statistics --------------------------------------------------------------------------------
+
+class Job(_Body):
+    name: str
+    created_ms: int
+    last_report_ms: Optional[int]
+    slots: Optional[int]
+    app_id: Optional[str]
+    master: Optional[str]
+    executors: Optional[int]
+    not_actuatable: dict[str, str]
+    knob_state: dict[str, Any]  # what the job's appliers report per knob (e.g. declared exchanges)
+    reporters: int
+    tasks_reported_total: int
+    reporter_dropped_total: int
+    reporter_orphaned_total: int
+
+
+class JobList(_Body):
+    jobs: list[Job]
+
+
+class Moments(_Body):
+    """Count, mean, variance and coefficient of variation of a quantity (seconds)."""
+
+    count: int
+    mean: Optional[float]
+    variance: Optional[float]
+    cv: Optional[float]
+
+
+class WindowStats(_Body):
+    """Statistics of one window (or a summary over several): moments in seconds, counters summed."""
+
+    latency: Moments
+    service: Moments
+    service_per_record: Moments
+    interarrival: Moments
+    launch_interarrival: Optional[Moments] = None  # template windows only
+    makespan: Optional[Moments] = None  # template windows only
+    tasks: int
+    failed_tasks: int
+    records_in: int
+    records_in_per_second: Optional[float]
+    busy_seconds: float
+    parallelism: Optional[int]
+    utilization: Optional[float]
+    shuffle_read_bytes: int
+    shuffle_write_bytes: int
+    shuffle_read_records: int
+    shuffle_write_records: int
+    cpu_seconds: float
+    gc_seconds: float
+    window_start_ms: Optional[int] = None  # windows
+    window_ms: Optional[int] = None  # windows
+    partitions: Optional[int] = None  # template windows: partitions with a task finished in the window
+    num_tasks: Optional[int] = None  # template windows: tasks of the largest stage run (its partition count)
+    stages: Optional[int] = None  # template windows
+    utilization_max: Optional[float] = None  # template windows: ρ^max, busiest partition's run time / window
+    windows: Optional[int] = None  # summaries
+    span_seconds: Optional[float] = None  # summaries
+
+
+class Stage(_Body):
+    """A template vertex: a stage of a query's plan, stable across micro-batches."""
+
+    key: str
+    name: str
+    ordinal: int
+    operators: list[str]
+    parents: list[str]
+    first_ms: Optional[int]
+    last_ms: Optional[int]
+    windows: list[WindowStats]
+    latest: Optional[WindowStats]
+    summary: Optional[WindowStats]
+
+
+class StageList(_Body):
+    job: str
+    stages: list[Stage]
+
+
+class PartitionStats(_Body):
+    partition: int
+    windows: list[WindowStats]
+    latest: WindowStats
+
+
+class TaskStats(_Body):
+    """Runtime vertices (partitions) of one template vertex."""
+
+    job: str
+    key: str
+    name: str
+    partitions: list[PartitionStats]
+
+
+class Batch(_Body):
+    query_id: str
+    run_id: str
+    name: Optional[str]
+    batch_id: int
+    trigger_ms: int
+    batch_duration_ms: int
+    durations_ms: dict[str, int]
+    num_input_rows: int
+    input_rows_per_second: Optional[float]
+    processed_rows_per_second: Optional[float]
+    state_operators: list[dict[str, Any]]
+    event_time: dict[str, str]
+    observed_metrics: dict[str, Any]
+    record_interarrival_s: Optional[float]
+    record_wait_s: Optional[float]
+
+
+class RecordInterarrival(_Body):
+    mean: Optional[float]
+    gaps: int
+
+
+class BatchList(_Body):
+    job: str
+    batches: list[Batch]
+    interarrival: Moments
+    duration: Moments
+    record_interarrival: RecordInterarrival
+
+
+# -- policies, decisions, directives -----------------------------------------------------------
+
+class PolicyDescription(_Body):
+    name: str
+    knobs: list[str]
+    description: str
+    config_schema: dict[str, Any]  # the policy's config as JSON Schema
+
+
+class PolicyList(_Body):
+    policies: list[PolicyDescription]
+    load_errors: dict[str, str]  # entry-point name -> why it failed to load
+
+
+class JobPolicyItem(_Body):
+    policy: str
+    enabled: bool
+    mode: Literal["dry-run", "act"]
+    config: dict[str, Any]
+    updated_ms: int
+
+
+class JobPolicy(JobPolicyItem):
+    job: str
+
+
+class JobPolicyList(_Body):
+    job: str
+    policies: list[JobPolicyItem]
+
+
+class Deleted(_Body):
+    deleted: str
+
+
+class Decision(_Body):
+    """A policy's decision: old and new value, what justified it, and later its outcome."""
+
+    id: int
+    policy: str
+    knob: str
+    old_value: Any
+    new_value: Any
+    reason: str
+    inputs: dict[str, Any]
+    prediction: dict[str, Any]
+    mode: Literal["dry-run", "act"]
+    status: str  # recorded | issued | applied | failed | not_actuatable | superseded | blocked
+    status_message: Optional[str]
+    directive_version: Optional[int]
+    created_ms: int
+    applied_ms: Optional[int]
+    outcome: Optional[dict[str, Any]]
+    effective: Optional[bool]
+    outcome_ms: Optional[int]
+
+
+class DecisionList(_Body):
+    job: str
+    decisions: list[Decision]
+
+
+class Approved(_Body):
+    job: str
+    directive_version: int
+    decision: Decision
+
+
+class Directive(_Body):
+    knob: str
+    version: int
+    value: Any
+    status: Literal["pending", "applied", "failed", "not_actuatable"]
+    applied_version: Optional[int]
+    message: Optional[str]
+    decision_id: Optional[int]
+    created_ms: int
+    applied_ms: Optional[int]
+    actuatable: Optional[str] = None  # "not actuatable: <reason>" when the driver cannot apply the knob
+
+
+class DirectiveList(_Body):
+    job: str
+    directives: list[Directive]
+    executors: Optional[int]
+    not_actuatable: dict[str, str]
+
+
+class Event(_Body):
+    kind: str
+    policy: Optional[str]
+    message: str
+    created_ms: int
+
+
+class EventList(_Body):
+    job: str
+    events: list[Event]
+
+
+class KnobHold(_Body):
+    knob: str
+    held: bool
+    consecutive_ineffective_scale_ups: int
+    last_change_ms: Optional[int]
+
+
+class HoldList(_Body):
+    job: str
+    knobs: list[KnobHold]
+
+
+# -- latency constraints -------------------------------------------------------------------------
+
+class ConstraintSpan(_Body):
+    """One averaging span: measured mean record latency against the bound (milliseconds)."""
+
+    start_ms: int
+    batches: Optional[int]
+    records: Optional[int]
+    latency_ms: float
+    bound_ms: float
+    attained: bool
+    predicted_latency_ms: Optional[float]  # the latest model prediction made before the span ended
+    source: Literal["event-time", "estimated", "stage-latency"]
+
+
+class ConstraintFields(_Body):
+    name: str
+    vertices: Optional[list[str]]  # template keys; null: the whole query
+    bound_ms: float
+    span_s: float
+    use_event_time: bool
+    updated_ms: int
+
+
+class Constraint(ConstraintFields):
+    job: str
+
+
+class ConstraintStatus(ConstraintFields):
+    spans: list[ConstraintSpan]
+    attainment: Optional[float]  # fraction of the listed spans whose latency was within the bound
+    latest: Optional[ConstraintSpan]
+    source: Optional[Literal["event-time", "estimated", "stage-latency"]]
+    batching_wait_ms: Optional[float]  # mean wait of a record for its micro-batch to start, over the spans
+    feasible: Optional[bool]  # the latest model decision: can the bound be met at maximum parallelism?
+
+
+class ConstraintDetail(ConstraintStatus):
+    job: str
+
+
+class ConstraintList(_Body):
+    job: str
+    constraints: list[ConstraintStatus]
+
+
+# -- partitioning (Prompt) ---------------------------------------------------------------------
+
+class PartitionBatch(_Body):
+    """One partitioned micro-batch: the applied plan's loads (tuples) and metrics; times in ms."""
+
+    received_ms: int
+    batch_id: Optional[int]
+    query_id: Optional[str]
+    algorithm: str
+    source: Optional[str]
+    partitions: int
+    reduce: int
+    tuples: int
+    keys: int
+    exact: bool
+    other_keys: int
+    other_tuples: int
+    block_loads: list[int]
+    block_cardinalities: list[int]
+    bucket_loads: list[int]
+    bsi: Optional[float]
+    bci: Optional[float]
+    ksr: Optional[float]
+    mpi: Optional[float]
+    max_mean_load: Optional[float]
+    bsi_buckets: Optional[float]
+    split_keys: Optional[int]
+    stats_ms: Optional[float]
+    planning_ms: Optional[float]
+    processing_ms: Optional[float]
+    top_keys: Optional[list[tuple[str, int]]]  # latest batch only: most frequent keys with tuples
+
+
+class PlanDecision(_Body):
+    id: int
+    policy: str
+    status: str
+    created_ms: int
+    reason: str
+    prediction: dict[str, Any]
+    inputs: dict[str, Any]
+    partitions: Optional[int]
+    reduce: Optional[int]
+    planned_keys: int
+    based_on: Optional[dict[str, Any]]
+    elasticity: Optional[dict[str, Any]]
+    planning_s: Optional[float]
+    directive_version: Optional[int]
+
+
+class Partitioning(_Body):
+    job: str
+    batches: list[PartitionBatch]
+    plan: Optional[PlanDecision]
+
+
+class CurrentPlan(_Body):
+    job: str
+    version: int
+    status: str
+    applied_version: Optional[int]
+    plan: Any  # PartitionPlan.to_dict form (assignment: key → {blocks: [[block, tuples]], bucket})

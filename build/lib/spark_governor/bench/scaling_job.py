@@ -1,0 +1,100 @@
+"""Driver of the executor-scaling tests and of ``bench scaling-real``, run as its own process against
+a standalone cluster (``bench.standalone.Driver`` starts it).
+
+Runs a paced Zipf query whose per-row work (a sleep in ``mapInPandas``) is spread over the
+executors, with reporters attached, and writes one JSON line per second: time, executors
+registered, and the latest batch's processing time; and one line per completed micro-batch
+(``{"progress": {...}}``: batch id, trigger start in epoch ms, triggerExecution ms, input rows).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--job", default="scaling")
+    ap.add_argument("--rate-file", required=True)
+    ap.add_argument("--stop-file", required=True, help="the job stops when this file exists")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--row-cost-us", type=float, default=50.0)
+    ap.add_argument("--initial-executors", type=int, default=1)
+    ap.add_argument("--trigger-seconds", type=float, default=4.0)
+    a = ap.parse_args(argv)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from spark_governor.collectors import attach
+    from spark_governor.collectors.sources.zipf import register_zipf_source
+
+    spark = (SparkSession.builder.master(a.master).appName("sg-scaling-test")
+             .config("spark.executor.cores", 1).config("spark.executor.memory", "512m")
+             .config("spark.dynamicAllocation.enabled", "false")
+             .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    from spark_governor.collectors.appliers import ExecutorApplier
+
+    # a standalone app takes every free core at start; begin from a small, known size. Executors
+    # the master launched before the limit register later, so keep killing idle extras until the
+    # count has stayed at the initial size for a few seconds.
+    sizer = ExecutorApplier(spark.sparkContext)
+    print("initial size:", sizer(a.initial_executors), flush=True)
+    deadline, stable_since = time.time() + 120, None
+    while time.time() < deadline:
+        sizer.reconcile()
+        if len(sizer.executor_ids()) == a.initial_executors:
+            stable_since = stable_since or time.time()
+            if time.time() - stable_since >= 5:
+                break
+        else:
+            stable_since = None
+        time.sleep(0.5)
+    print("executors at start:", sizer.executor_ids(), flush=True)
+    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5)
+    register_zipf_source(spark)
+    cost = a.row_cost_us / 1e6
+
+    def work(batches):
+        for pdf in batches:
+            time.sleep(len(pdf) * cost)
+            yield pdf
+
+    src = (spark.readStream.format("zipf").option("rateFile", a.rate_file).option("rowsPerSecond", 100)
+           .option("keys", 100).option("numPartitions", 4).load())
+    q = (src.mapInPandas(work, src.schema).groupBy("key").count().writeStream.outputMode("update")
+         .format("noop").option("checkpointLocation", a.checkpoint).trigger(processingTime=f"{a.trigger_seconds} seconds").start())
+    jsc = spark.sparkContext._jsc.sc()
+    seen = -1
+    with open(a.out, "w") as out:
+        while not os.path.exists(a.stop_file) and q.isActive:
+            p = q.lastProgress
+            # recentProgress converts up to 100 progress objects: only when a batch was missed
+            for prog in (q.recentProgress if p is not None and p.batchId > seen + 1 else [p] if p is not None else []):
+                if prog.batchId > seen:
+                    seen = prog.batchId
+                    out.write(json.dumps({"progress": {
+                        "batch": prog.batchId, "rows": prog.numInputRows,
+                        "trigger_ms": int(datetime.fromisoformat(prog.timestamp.replace("Z", "+00:00")).timestamp() * 1000),
+                        "processing_ms": prog.durationMs.get("triggerExecution")}}) + "\n")
+            out.write(json.dumps({"t": time.time(), "executors": jsc.getExecutorIds().size(),
+                                  "batch": p.batchId if p else None,
+                                  "processing_ms": p.durationMs.get("triggerExecution") if p else None,
+                                  "applied": handle.reporter.apply_log}) + "\n")
+            out.flush()
+            time.sleep(1)
+    q.stop()
+    handle.detach(5)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""``spark-governor bench scaling-real``: the Kingman policy against a static allocation on a real
+Spark standalone cluster (master + worker on 127.0.0.1), on a short staircase rate profile.
+
+One control plane (in-process, SQLite in the work directory) and one cluster serve every run; each
+run is its own job (``real-<policy>``) with the same whole-query latency constraint. The job is the
+paced Zipf query of ``bench/scaling_job.py`` (4 partitions, a per-row sleep of ``row_cost_us``
+spread over the executors; 1 core per executor), started at ``initial_executors`` executors (the
+static run: at ``static_executors``), then the input rate steps through ``levels`` (rows/s, each for
+``level_s`` seconds). Units: seconds, rows/s, executor-seconds.
+
+Defaults (trigger 8 s, bound 14 s on the mean record latency per 8 s span, 100 µs per row, rates
+2 000 → 8 000 → 16 000 → 8 000 → 2 000 rows/s for 50 s each) are sized for a small, shared machine,
+where a micro-batch of this job costs ~4 s outside its tasks: 1 executor keeps up at 2 000 rows/s,
+2 at 8 000, 4 at 16 000 (4 partitions: at most 4 executors help), so the static baseline is 4.
+The control plane evaluates every trigger interval (8 s; statistics windows of 8 s), so every
+window holds a batch and the policy's cool-downs (3 intervals after a scale-up) outlast the
+executor start, which takes 10–25 s on such a machine.
+
+Metrics per run (the same names as ``bench scaling``):
+
+* ``slo_attainment_windows``: share of constraint spans whose true mean record latency (rows that
+  arrived in the span; ``bench.scaling_sim.span_truths`` on the rate schedule as written and the
+  batches' trigger times and durations from the query's progress) is ≤ the bound;
+  ``plane_attainment``: the same as the control plane measures it (batches assigned to the span
+  they completed in, latency estimated as trigger gap / 2 + processing; spans without a completed
+  batch are absent there, so it flatters an overloaded run);
+* ``executor_seconds``: ∫ registered executors dt over the profile (the driver samples them every
+  second; unlike the simulator, executors being provisioned are not counted);
+* ``actions``: executor directives the policy issued; ``oscillations``: direction reversals within
+  ``oscillation_window_s`` (``bench.scaling.count_oscillations``);
+* ``ratio_vs_static``: executor-seconds / the static run's.
+
+No search for the smallest static size here (each size is a run of minutes); ``bench scaling``
+does that search in the simulator.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import requests
+
+from spark_governor.bench.scaling import count_oscillations
+from spark_governor.bench.scaling_sim import Action, span_truths
+from spark_governor.bench.standalone import Driver, StandaloneCluster, wait_for
+
+TOKEN = "bench-scaling-real"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+DEFAULT_LEVELS = (2000.0, 8000.0, 16000.0, 8000.0, 2000.0)
+
+
+def schedule_rows(switches: list[tuple[float, float]], end_s: float, grid_s: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """(grid s, rows arrived by each grid point) for a piecewise-constant rate: ``switches`` =
+    [(t_s, rows/s), ...] ascending from t = 0."""
+    grid = np.arange(0.0, end_s + grid_s / 2, grid_s)
+    times = np.array([t for t, _ in switches])
+    rates = np.array([r for _, r in switches])
+    rate = rates[np.maximum(np.searchsorted(times, grid[:-1], side="right") - 1, 0)]
+    return grid, np.concatenate([[0.0], np.cumsum(rate * np.diff(grid))])
+
+
+def executor_seconds(samples: list[dict], start: float, end: float) -> float:
+    """∫ executors dt over [start, end] (epoch s) from per-second samples (step function)."""
+    pts = [(s["t"], s["executors"]) for s in samples if s.get("executors") is not None]
+    total, prev_t, prev_n = 0.0, start, None
+    for t, n in pts:
+        if t <= start:
+            prev_n = n
+            continue
+        if t > end:
+            break
+        if prev_n is not None:
+            total += prev_n * (t - prev_t)
+        prev_t, prev_n = t, n
+    if prev_n is not None:
+        total += prev_n * (end - prev_t)
+    return total
+
+
+def run_metrics(switches, t0: float, t_end: float, progress: list[dict], samples: list[dict],
+                decisions: list[dict], bound_s: float, span_s: float, oscillation_window_s: float) -> dict:
+    """The run's numbers (see the module docstring); times in ``switches`` are relative to ``t0``."""
+    end_s = t_end - t0
+    grid, cum = schedule_rows(switches, end_s)
+    batches = sorted((p["trigger_ms"] / 1000.0 - t0, p["trigger_ms"] / 1000.0 - t0 + (p["processing_ms"] or 0) / 1000.0)
+                     for p in progress if p.get("rows"))
+    spans = span_truths(grid, cum, [b[0] for b in batches], [b[1] for b in batches], span_s, end_s)
+    lat = np.array([s.latency_s for s in spans])
+    actions = [Action(d["created_ms"] / 1000.0, d["old_value"], d["new_value"], d.get("reason", ""))
+               for d in sorted(decisions, key=lambda d: d["created_ms"]) if t0 * 1000 <= d["created_ms"] <= t_end * 1000]
+    es = executor_seconds(samples, t0, t_end)
+    return {"windows": len(spans),
+            "slo_attainment_windows": float((lat <= bound_s + 1e-9).mean()) if len(lat) else None,
+            "window_latency_p95_s": float(np.percentile(lat, 95)) if len(lat) else None,
+            "executor_seconds": es, "mean_executors": es / end_s if end_s > 0 else None,
+            "max_executors": max((s["executors"] for s in samples if t0 <= s["t"] <= t_end), default=None),
+            "actions": len(actions), "oscillations": count_oscillations(actions, oscillation_window_s),
+            "batches": len(batches), "duration_s": end_s}
+
+
+def settled(progress: list[dict], trigger_s: float, batches: int = 3) -> bool:
+    """At least ``batches`` batches with rows have completed and the latest took ≤ the trigger interval."""
+    with_rows = [p for p in progress if p.get("rows")]
+    return len(with_rows) >= batches and (with_rows[-1]["processing_ms"] or 0) <= trigger_s * 1000
+
+
+def _put(url: str, body: dict) -> None:
+    r = requests.put(url, json=body, headers=AUTH, timeout=10)
+    if r.status_code != 200:
+        raise RuntimeError(f"PUT {url}: {r.status_code} {r.text}")
+
+
+def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
+            span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
+            kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
+    """One run: ``policy`` is ``kingman`` or ``static``."""
+    job = f"real-{policy}"
+    _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e", {"bound_ms": bound_s * 1000, "span_s": span_s})
+    if policy == "kingman":
+        _put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman", {"mode": "act", "config": {
+            "trigger_interval_s": trigger_s, "min_value": 1, "max_value": max_executors, **(kingman_config or {})}})
+    tmp = workdir / job
+    tmp.mkdir(parents=True, exist_ok=True)
+    driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
+                    extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s)))
+    try:
+        wait_for(lambda: driver.executors() == initial_executors, 300, 1, f"{job}: {initial_executors} executors")
+        # warm-up: the rows offered while the query started make the first batches large; begin once
+        # a few batches with rows have completed, the latest within the trigger interval
+        wait_for(lambda: settled(driver.progress(), trigger_s), 300, 1, f"{job}: settled batches")
+        t0 = time.time()
+        switches = []
+        for level in levels:
+            driver.rate(level)
+            switches.append((time.time() - t0, float(level)))
+            log(f"{job}: {level:g} rows/s at {switches[-1][0]:.0f} s, executors {driver.executors()}")
+            time.sleep(level_s)
+        t_end = time.time()
+        time.sleep(trigger_s * 2)  # let the batch running at the end report its progress
+    finally:
+        driver.stop()
+    decisions = requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions?limit=1000", timeout=10).json()["decisions"]
+    spans_api = requests.get(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?spans=720", timeout=10).json()
+    in_run = [s for s in spans_api["spans"] if t0 * 1000 <= s["start_ms"] and s["start_ms"] + span_s * 1000 <= t_end * 1000]
+    out = run_metrics(switches, t0, t_end, driver.progress(), driver.samples(), decisions, bound_s, span_s,
+                      oscillation_window_s)
+    out["plane_attainment"] = (sum(s["attained"] for s in in_run) / len(in_run)) if in_run else None
+    out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
+    out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
+    out["decisions"] = [{"t_s": d["created_ms"] / 1000.0 - t0, "old": d["old_value"], "new": d["new_value"],
+                         "reason": d.get("reason")} for d in decisions if d["created_ms"] >= t0 * 1000]
+    return out
+
+
+def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger_s: float = 8.0,
+                           bound_s: float = 14.0, span_s: float = 8.0, max_executors: int = 4,
+                           static_executors: int = 4, row_cost_us: float = 100.0, workdir: Optional[Path] = None,
+                           policies: tuple[str, ...] = ("kingman", "static"), evaluation_interval_s: float = 8.0,
+                           window_ms: int = 8000, oscillation_intervals: int = 12,
+                           kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
+    """Every policy in ``policies`` on the staircase; returns the JSON-ready report."""
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="sg-scaling-real-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    window_s = oscillation_intervals * evaluation_interval_s
+    (workdir / "cluster").mkdir(exist_ok=True)
+    results = []
+    with StandaloneCluster(workdir / "cluster", cores=max_executors) as cluster:
+        plane = ControlPlane(db_url=f"sqlite:///{workdir / 'plane.db'}", port=0, tokens={"ops": TOKEN},
+                             settings=Settings(window_ms=window_ms, evaluation_interval_s=evaluation_interval_s)).start()
+        try:
+            for policy in policies:
+                initial = static_executors if policy == "static" else 1
+                log(f"run {policy} (start at {initial} executors)")
+                results.append(run_one(cluster, plane, workdir, policy, levels=levels, level_s=level_s,
+                                       trigger_s=trigger_s, bound_s=bound_s, span_s=span_s, initial_executors=initial,
+                                       max_executors=max_executors, row_cost_us=row_cost_us,
+                                       oscillation_window_s=window_s, kingman_config=kingman_config, log=log))
+        finally:
+            plane.stop()
+    static = next((r for r in results if r["policy"].startswith("static")), None)
+    for r in results:
+        r["ratio_vs_static"] = r["executor_seconds"] / static["executor_seconds"] if static else None
+        r["slo_met"] = r["slo_attainment_windows"] is not None and r["slo_attainment_windows"] >= 0.95 - 1e-12
+    return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
+            "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
+            "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms,
+            "oscillation_window_s": window_s, "workdir": str(workdir)}
+
+
+def format_real_table(report: dict) -> str:
+    head = (f"{'policy':<12} {'SLO windows':>11} {'plane SLO':>9} {'exec-s':>8} {'vs static':>9} {'actions':>7} "
+            f"{'oscill.':>7} {'mean exec':>9} {'p95 win lat s':>13}")
+    lines = [head, "-" * len(head)]
+
+    def f(x, spec):
+        return "-" if x is None else format(x, spec)
+    for r in report["results"]:
+        lines.append(f"{r['policy']:<12} {f(r['slo_attainment_windows'], '.3f'):>11} {f(r['plane_attainment'], '.3f'):>9} "
+                     f"{r['executor_seconds']:>8.0f} {f(r['ratio_vs_static'], '.3f'):>9} {r['actions']:>7} "
+                     f"{r['oscillations']:>7} {f(r['mean_executors'], '.2f'):>9} {f(r['window_latency_p95_s'], '.1f'):>13}")
+    lines.append("")
+    lines.append(f"constraint: mean record latency ≤ {report['bound_s']:g} s per {report['span_s']:g} s span; "
+                 f"profile {', '.join(f'{x:g}' for x in report['levels'])} rows/s × {report['level_s']:g} s; "
+                 "goal: SLO windows ≥ 0.95 " + "; ".join(
+                     f"{r['policy']} {'met' if r['slo_met'] else 'missed'}" for r in report["results"]))
+    return "\n".join(lines)

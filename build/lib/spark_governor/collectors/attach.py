@@ -1,0 +1,253 @@
+"""One call that attaches spark-governor's reporters to a running SparkSession.
+
+::
+
+    from spark_governor.collectors import attach
+    handle = attach(spark, job="clicks-agg", endpoint="http://127.0.0.1:8787")
+    ...
+    handle.detach()          # optional; also runs at interpreter exit
+
+It registers
+
+* a ``SparkListener`` implemented in Python over py4j
+  (``org.apache.spark.scheduler.SparkListenerInterface``; the py4j callback server is started
+  with ``pyspark.java_gateway.ensure_callback_server_started``). Its callbacks only append the
+  event *reference* to the reporter's bounded queue and return: Spark's listener bus never waits
+  for JSON conversion or HTTP. Callbacks we do not use are answered by a generic no-op.
+* a ``StreamingQueryListener`` (through Spark's Python listener wrapper) whose
+  ``onQueryProgress`` queues the JVM event; the reporter thread renders its JSON.
+
+Classic (py4j) PySpark only: Spark Connect has no driver-side listener API for Python.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+from dataclasses import dataclass
+import json
+from typing import Any, Callable, Optional
+
+from spark_governor.collectors.appliers import ExecutorApplier
+from spark_governor.collectors.events import EventTranslator, parse_concatenated
+from spark_governor.collectors.reporter import Reporter
+
+log = logging.getLogger("spark_governor.attach")
+
+_FORWARDED = ("onJobStart", "onStageSubmitted", "onStageCompleted", "onTaskEnd", "onExecutorAdded", "onExecutorRemoved")
+
+
+def _noop(*_args: Any) -> None:
+    return None
+
+
+class PySparkListener:
+    """py4j proxy for ``SparkListenerInterface``; forwards selected events to the reporter."""
+
+    class Java:
+        implements = ["org.apache.spark.scheduler.SparkListenerInterface"]
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+
+    def _forward(self, event: Any) -> None:
+        self._reporter.offer("spark", event)
+
+    def __getattr__(self, name: str):
+        if name in _FORWARDED:
+            return self._forward
+        if name.startswith("on"):
+            return _noop
+        raise AttributeError(name)
+
+
+#: characters fetched per py4j call. A py4j answer larger than the JVM's 8 KiB writer buffer
+#: stalls ~40 ms on loopback (Nagle meets Python's delayed ACK), so JSON is read in chunks that
+#: stay below 8 KiB even for 3-byte UTF-8 characters.
+_CHUNK_CHARS = 2600
+
+
+def read_jvm_text(buffer) -> str:
+    """Read a JVM ``StringBuffer``/``StringBuilder`` in chunks of ``_CHUNK_CHARS`` characters."""
+    n = buffer.length()
+    if n <= _CHUNK_CHARS:
+        return buffer.toString()
+    return "".join(buffer.substring(i, min(n, i + _CHUNK_CHARS)) for i in range(0, n, _CHUNK_CHARS))
+
+
+class JvmEventDecoder:
+    """Turns a list of py4j ``SparkListenerEvent`` objects into Spark's event-log JSON dicts.
+
+    ``JsonProtocol.writeSparkEventToJson`` writes every event of the list through one Jackson
+    generator into one JVM ``StringWriter`` (root values separated by spaces); the buffer is then
+    read back in chunks and split with ``parse_concatenated``. That is one py4j call per event
+    plus ~4 + size/2600 per list, instead of ~44 ms for a single large string answer. Internal
+    task-metric accumulators are left out (``spark.eventLog.includeTaskMetricsAccumulators=false``):
+    the same values are in the "Task Metrics" object. An event the JVM cannot serialize decodes to
+    None. Not thread-safe: only the reporter thread calls it.
+    """
+
+    def __init__(self, gateway, conf) -> None:
+        jvm = gateway.jvm
+        self._jvm = jvm
+        self._protocol = jvm.org.apache.spark.util.JsonProtocol
+        conf = conf.clone().set("spark.eventLog.includeTaskMetricsAccumulators", "false")
+        self._options = jvm.org.apache.spark.util.JsonProtocolOptions(conf)
+        self._factory = jvm.com.fasterxml.jackson.core.JsonFactory()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._writer = self._jvm.java.io.StringWriter()
+        self._generator = self._factory.createGenerator(self._writer)
+        self._buffer = self._writer.getBuffer()
+
+    def _read(self) -> str:
+        self._generator.flush()
+        try:
+            return read_jvm_text(self._buffer)
+        finally:
+            self._buffer.setLength(0)
+
+    def _collect(self, written: list[int], out: list) -> None:
+        if not written:
+            return
+        try:
+            values = parse_concatenated(self._read())
+        except Exception:  # the writer itself failed: lose these events, start afresh
+            self._reset()
+            return
+        for index, value in zip(written, values):
+            out[index] = value
+
+    def __call__(self, events: list) -> list:
+        out: list = [None] * len(events)
+        written: list[int] = []
+        for i, event in enumerate(events):
+            try:
+                self._protocol.writeSparkEventToJson(event, self._generator, self._options)
+                written.append(i)
+            except Exception:  # keep what was written before this event, then restart the writer
+                self._collect(written, out)
+                written = []
+                self._reset()
+        self._collect(written, out)
+        return out
+
+
+def jvm_progress_decoder(gateway) -> Callable[[list], list]:
+    """Decoder for ``QueryProgressEvent`` JVM objects: their progress JSON as dicts.
+
+    ``StringBuilder.append(progress)`` renders the progress (its ``toString`` is the JSON)
+    inside the JVM, so the text comes back in small chunks (about 6 py4j calls per batch instead
+    of PySpark's field-by-field ``StreamingQueryProgress.fromJObject``).
+    """
+    jvm = gateway.jvm
+
+    def decode(events: list) -> list:
+        out = []
+        for event in events:
+            try:
+                text = read_jvm_text(jvm.java.lang.StringBuilder().append(event.progress()))
+                out.append(json.loads(text))
+            except Exception:
+                out.append(None)
+        return out
+
+    return decode
+
+
+class ProgressListener:
+    """py4j proxy for ``org.apache.spark.sql.streaming.PythonStreamingQueryListener``.
+
+    Registered through Spark's ``PythonStreamingQueryListenerWrapper`` (as PySpark's own
+    ``StreamingQueryListener`` is), but it only queues the JVM event: the progress is rendered
+    later by the reporter thread."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+
+    def onQueryProgress(self, event) -> None:
+        self._reporter.offer("progress", event)
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+
+@dataclass
+class Attachment:
+    """What ``attach`` registered; ``detach()`` removes the listeners and flushes the reporter."""
+
+    spark: Any
+    reporter: Reporter
+    spark_listener: PySparkListener
+    query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
+    detached: bool = False
+
+    def add_applier(self, knob: str, applier: Any) -> None:
+        """Apply directives of ``knob`` with ``applier(value) -> (status, message)`` (see
+        ``collectors.appliers``); replaces the knob's previous applier. Thread-safe enough: the
+        reporter thread reads the mapping once per cycle."""
+        self.reporter.appliers[knob] = applier
+
+    def detach(self, flush_timeout_s: float = 5.0) -> None:
+        if self.detached:
+            return
+        self.detached = True
+        try:  # let Spark deliver the events already posted (bounded wait)
+            self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(flush_timeout_s * 1000))
+        except Exception as exc:
+            log.debug("waitUntilEmpty: %r", exc)
+        try:
+            self.spark.sparkContext._jsc.sc().removeSparkListener(self.spark_listener)
+        except Exception as exc:  # the context may already be stopped
+            log.debug("removeSparkListener: %r", exc)
+        try:
+            self.spark._jsparkSession.streams().removeListener(self.query_listener)
+        except Exception as exc:
+            log.debug("removeListener: %r", exc)
+        self.reporter.stop(flush_timeout_s)
+
+
+def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
+           **reporter_options: Any) -> Attachment:
+    """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
+
+    ``appliers`` maps further knobs (``batch_interval``, ``partition_plan``, ``exchanges``) to
+    job-side appliers (``collectors.appliers``); the executor applier is always installed.
+
+    ``reporter_options`` are passed to :class:`collectors.reporter.Reporter` (``max_queue``,
+    ``flush_interval_s``, timeouts, ...).
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    gateway = sc._gateway
+    ensure_callback_server_started(gateway)
+    task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
+    translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
+    executors = ExecutorApplier(sc)
+
+    def live_state() -> dict:
+        return {"slots": sc._jsc.sc().defaultParallelism() // max(1, task_cpus),
+                "executors": len(executors.executor_ids())}
+
+    reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
+                        decode_progress=jvm_progress_decoder(gateway), translator=translator,
+                        appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
+                        **reporter_options).start()
+    listener = PySparkListener(reporter)
+    sc._jsc.sc().addSparkListener(listener)
+    query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
+        ProgressListener(reporter))
+    spark._jsparkSession.streams().addListener(query_listener)
+    handle = Attachment(spark, reporter, listener, query_listener)
+    atexit.register(handle.detach, 2.0)
+    return handle

@@ -1,0 +1,190 @@
+"""The policy interface: a read-only view of one job in, proposals out.
+
+Shaped like the Flink Kubernetes operator's autoscaler (collect → evaluate → decide → realize):
+the control plane *collects* a :class:`JobView` from SQL, a policy *evaluates* it and returns
+:class:`Proposal` objects, the framework *decides* (safety rules in ``policies.safety``, knob
+ownership, persistence) and *realizes* them as versioned directives. A policy never imports
+Spark, Flask or SQL.
+
+Units: times in seconds unless a name ends in ``_ms`` (epoch milliseconds).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+#: The knobs a policy can own; at most one enabled policy owns a knob per job.
+KNOBS = ("executors", "batch_interval", "partition_plan", "exchanges")
+
+
+@dataclass(frozen=True)
+class StageStats:
+    """Template-vertex statistics over the policy's window (merged over partitions)."""
+
+    key: str
+    name: str
+    tasks: int
+    service_mean_s: Optional[float]
+    latency_mean_s: Optional[float]
+    utilization: Optional[float]  # busy slot time / (parallelism × window)
+    parallelism: Optional[int]
+    records_in_per_second: Optional[float]
+    utilization_windows: tuple[float, ...] = ()  # per statistics window, oldest first
+    service_cv: Optional[float] = None  # CV of task service (run) times
+    arrival_cv: Optional[float] = None  # CV of task launch interarrival within the stage
+    wait_mean_s: Optional[float] = None  # queueing for slots within a batch (aggregators.view._wait)
+    max_tasks: Optional[int] = None  # tasks per stage run (partitions): the most slots the stage can use
+    span_s: Optional[float] = None  # length of the statistics windows merged into these numbers
+    busy_slots: Optional[float] = None  # busy slot-seconds per second over the span (work, whatever the parallelism)
+    ordinal: Optional[int] = None  # position of the stage within its micro-batch (topological order)
+    utilization_max: Optional[float] = None  # ρ^max: busiest partition's run time per second over the span
+    last_seen_ms: Optional[int] = None  # when a task of this stage last reported (epoch ms)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """One micro-batch: ``processing_s`` is the trigger execution time, ``trigger_ms`` its start."""
+
+    batch_id: int
+    trigger_ms: int
+    processing_s: float
+    num_input_rows: int
+    input_rows_per_second: Optional[float]
+    processed_rows_per_second: Optional[float]
+    interval_s: Optional[float] = None  # arrival-time span of the batch, as its paced source reports it
+    queueing_s: Optional[float] = None  # batch start − its boundary (paced source), i.e. waiting in the source
+
+
+@dataclass(frozen=True)
+class PartitionBatchStats:
+    """One micro-batch as the job partitioned it (``policies.wire.PartitionStatsRecord``).
+
+    ``key_counts``: (key, tuples) of the most frequent keys, most frequent first (exact unless
+    ``exact`` is false); the other keys are summarised by ``other_keys``/``other_tuples``.
+    ``processing_s``: wall seconds of the whole batch job (statistics, plan, Map, Reduce)."""
+
+    batch_id: Optional[int]
+    received_ms: int
+    algorithm: str
+    partitions: int
+    reduce: int
+    tuples: int
+    keys: int
+    key_counts: tuple[tuple[str, int], ...] = ()
+    other_keys: int = 0
+    other_tuples: int = 0
+    exact: bool = True
+    block_loads: tuple[int, ...] = ()
+    max_mean_load: Optional[float] = None
+    mpi: Optional[float] = None
+    processing_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ConstraintStats:
+    """A latency constraint with its recent measurement (``aggregators.constraints``).
+
+    ``latency_s`` is the mean record latency over the recent complete spans, ``batching_wait_s``
+    the part of it spent waiting for the micro-batch to start (measured or estimated)."""
+
+    name: str
+    vertices: Optional[tuple[str, ...]]  # template keys; None: the whole query
+    bound_s: float
+    span_s: float
+    latency_s: Optional[float] = None
+    batching_wait_s: Optional[float] = None
+    attainment: Optional[float] = None
+    source: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DirectiveState:
+    """Desired value of a knob (``version``) and what the driver last reported applying."""
+
+    knob: str
+    version: int
+    value: Any
+    applied_version: Optional[int] = None
+    status: str = "pending"  # pending | applied | failed | not_actuatable
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """Everything a policy may look at for one job, frozen at evaluation time."""
+
+    job: str
+    now_ms: int
+    window_s: float
+    stages: tuple[StageStats, ...] = ()
+    batches: tuple[BatchStats, ...] = ()
+    directives: dict[str, DirectiveState] = field(default_factory=dict)
+    executors: Optional[int] = None  # executors currently registered (not counting the driver)
+    slots: Optional[int] = None
+    not_actuatable: dict[str, str] = field(default_factory=dict)  # knob -> why it cannot be actuated
+    last_decision_ms: dict[str, int] = field(default_factory=dict)  # knob -> time of the latest decision
+    constraints: tuple[ConstraintStats, ...] = ()
+    knob_state: dict[str, Any] = field(default_factory=dict)  # knob -> what the job's applier reports
+    partition_stats: tuple[PartitionBatchStats, ...] = ()  # recent partitioned batches, oldest first
+
+    def slots_per_executor(self, configured: Optional[int] = None) -> int:
+        """Task slots per executor: configured, else reported slots / executors, else 1."""
+        if configured:
+            return configured
+        if self.slots and self.executors:
+            return max(1, round(self.slots / self.executors))
+        return 1
+
+    def current(self, knob: str, default: Any = None) -> Any:
+        """The knob's current value: the applied directive, else what the job reports."""
+        d = self.directives.get(knob)
+        if d is not None and d.status == "applied":
+            return d.value
+        if knob == "executors" and self.executors is not None:
+            return self.executors
+        reported = self.knob_state.get(knob)
+        if d is None and isinstance(reported, dict) and "value" in reported:
+            return reported["value"]  # what the job's applier says it runs with
+        return default if d is None else d.value
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A policy's wish for one knob, with what justified it.
+
+    ``prediction`` holds what the policy expects to observe after the change (same names as
+    the measured ``inputs``), which the effectiveness check compares later."""
+
+    knob: str
+    value: Any
+    reason: str
+    inputs: dict = field(default_factory=dict)
+    prediction: dict = field(default_factory=dict)
+
+
+class PolicyConfig(BaseModel):
+    """Base of every policy's config schema: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Policy(ABC):
+    """Subclass, set ``name``, ``knobs`` and ``Config``, implement ``evaluate``; then register
+    the class under the entry-point group ``spark_governor.policies``."""
+
+    name: ClassVar[str]
+    knobs: ClassVar[tuple[str, ...]]
+    Config: ClassVar[type[PolicyConfig]] = PolicyConfig
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def evaluate(self, view: JobView, config: PolicyConfig) -> list[Proposal]:
+        """Return proposals (possibly none) for the knobs this policy owns."""
+
+    # -- effectiveness (policies that predict can override) --------------------------------
+    def observe(self, view: JobView, knob: str, config: PolicyConfig) -> dict:
+        """Measured values comparable to a proposal's ``prediction`` (default: none)."""
+        return {}

@@ -1,0 +1,167 @@
+"""Threshold scaling of executors: Spark Streaming's DStream rule, and a utilization variant.
+
+``threshold`` re-implements the rule of Spark Streaming's dynamic allocation for DStreams
+(``org.apache.spark.streaming.scheduler.ExecutorAllocationManager``), applied to Structured
+Streaming micro-batches: every scaling interval (default 60 s),
+``ratio = mean batch processing time / trigger interval``; ``ratio ≥ 0.9`` → add
+``max(round(ratio), 1)`` executors; ``ratio ≤ 0.3`` → remove one; within min/max executors.
+
+How it relates to Spark's built-in ``spark.dynamicAllocation`` (core): that one adds executors
+when tasks have been *backlogged* for ``schedulerBacklogTimeout`` and removes executors *idle*
+for ``executorIdleTimeout``. A micro-batch job is idle between triggers and backlogged only while
+a batch runs, so it oscillates or never scales; it does not see that batches overrun their
+trigger interval. This rule looks at exactly that.
+
+Where Spark is silent for Structured Streaming: the trigger interval is not in the progress, so
+it is configured (``trigger_interval_s``) or inferred as the median gap between consecutive
+trigger starts; processing time is ``durationMs.triggerExecution``. The prediction assumes
+processing time scales inversely with executors (ratio' = ratio · n / n').
+
+``utilization-threshold`` scales on the highest template-vertex utilization (busy slot time /
+(parallelism · window)): above ``high`` → grow so that it would fall to the middle of the band;
+below ``low`` in each of the last ``consecutive`` statistics windows → remove one executor
+(hysteresis: the band [low, high] is dead, and scale-down needs consecutive low windows).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Optional
+
+from pydantic import Field, model_validator
+
+from spark_governor.policies.base import JobView, Policy, Proposal
+from spark_governor.policies.safety import SafetyConfig
+
+
+def trigger_interval_s(view: JobView, configured: Optional[float]) -> Optional[float]:
+    """The trigger interval: configured, else the median gap between trigger starts (s)."""
+    if configured:
+        return configured
+    starts = sorted(b.trigger_ms for b in view.batches)
+    gaps = [(b - a) / 1000.0 for a, b in zip(starts, starts[1:]) if b > a]
+    return statistics.median(gaps) if gaps else None
+
+
+class ThresholdConfig(SafetyConfig):
+    scaling_interval_s: float = Field(60.0, gt=0, description="Window of batches the ratio is computed over")
+    scale_up_ratio: float = Field(0.9, gt=0, description="Add executors when processing/interval ≥ this")
+    scale_down_ratio: float = Field(0.3, ge=0, description="Remove one executor when processing/interval ≤ this")
+    trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
+    min_batches: int = Field(1, ge=1, description="Completed batches needed to decide")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.scale_down_ratio >= self.scale_up_ratio:
+            raise ValueError("scale_down_ratio must be below scale_up_ratio")
+        return self
+
+
+class ThresholdPolicy(Policy):
+    name = "threshold"
+    knobs = ("executors",)
+    Config = ThresholdConfig
+    description = "Spark Streaming's dynamic-allocation rule on batch processing time / trigger interval"
+
+    def _ratio(self, view: JobView, cfg: ThresholdConfig) -> tuple[Optional[float], dict]:
+        # batches *completed* in the last scaling interval and after the last decision (Spark
+        # averages the batches completed since its previous scaling evaluation); when a batch
+        # overran the whole interval, the latest one completed after the last decision
+        last = view.last_decision_ms.get("executors", 0)
+        since = max(view.now_ms - int(cfg.scaling_interval_s * 1000), last)
+        done = [b for b in view.batches if b.trigger_ms + b.processing_s * 1000 <= view.now_ms]
+        recent = [b for b in done if b.trigger_ms + b.processing_s * 1000 > since]
+        if not recent and done and done[-1].trigger_ms + done[-1].processing_s * 1000 > last:
+            recent = done[-1:]
+        interval = trigger_interval_s(view, cfg.trigger_interval_s)
+        if len(recent) < cfg.min_batches or not interval:
+            return None, {"batches": len(recent), "trigger_interval_s": interval}
+        mean_processing = statistics.fmean(b.processing_s for b in recent)
+        return mean_processing / interval, {"batches": len(recent), "trigger_interval_s": interval,
+                                            "mean_processing_s": mean_processing}
+
+    def evaluate(self, view: JobView, config: ThresholdConfig) -> list[Proposal]:
+        last = view.last_decision_ms.get("executors")
+        if last is not None and view.now_ms - last < config.scaling_interval_s * 1000:
+            return []  # one decision per scaling interval, as Spark's ExecutorAllocationManager
+        current = view.current("executors")
+        ratio, inputs = self._ratio(view, config)
+        if ratio is None or current is None:
+            return []
+        inputs.update(ratio=ratio, executors=current)
+        if ratio >= config.scale_up_ratio:
+            new = current + max(math.floor(ratio + 0.5), 1)  # Scala's math.round: half up
+            reason = f"ratio {ratio:.2f} ≥ {config.scale_up_ratio}: add {new - current}"
+        elif ratio <= config.scale_down_ratio:
+            new = current - 1
+            reason = f"ratio {ratio:.2f} ≤ {config.scale_down_ratio}: remove 1"
+        else:
+            return []
+        return [Proposal("executors", new, reason, inputs, {"ratio": ratio * current / max(new, 1)})]
+
+    def observe(self, view: JobView, knob: str, config) -> dict:
+        # judged over the batches since the change only (the effectiveness window)
+        since = view.now_ms - int(view.window_s * 1000)
+        recent = [b for b in view.batches if b.trigger_ms + b.processing_s * 1000 > since]
+        interval = trigger_interval_s(view, config.trigger_interval_s)
+        ratio = statistics.fmean(b.processing_s for b in recent) / interval if recent and interval else None
+        return {} if ratio is None else {"ratio": ratio}
+
+
+class UtilizationConfig(SafetyConfig):
+    high: float = Field(0.8, gt=0, description="Scale up when the busiest stage's utilization exceeds this")
+    low: float = Field(0.3, ge=0, description="Scale down when it stays below this")
+    consecutive: int = Field(2, ge=1, description="Statistics windows in a row below low needed to scale down")
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.low >= self.high:
+            raise ValueError("low must be below high")
+        return self
+
+
+class UtilizationThresholdPolicy(Policy):
+    name = "utilization-threshold"
+    knobs = ("executors",)
+    Config = UtilizationConfig
+    description = "Scale executors on the busiest stage's utilization with a dead band and hysteresis"
+
+    @staticmethod
+    def _busiest(view: JobView) -> Optional[float]:
+        values = [s.utilization for s in view.stages if s.utilization is not None]
+        return max(values) if values else None
+
+    @staticmethod
+    def _low_streak(view: JobView, low: float) -> int:
+        """Windows in a row (newest backwards) in which every stage was below ``low``."""
+        windows = [s.utilization_windows for s in view.stages if s.utilization_windows]
+        if not windows:
+            return 0
+        streak = 0
+        for k in range(1, min(len(w) for w in windows) + 1):
+            if all(w[-k] < low for w in windows):
+                streak += 1
+            else:
+                break
+        return streak
+
+    def evaluate(self, view: JobView, config: UtilizationConfig) -> list[Proposal]:
+        current = view.current("executors")
+        u = self._busiest(view)
+        if u is None or current is None:
+            return []
+        inputs = {"utilization": u, "executors": current}
+        if u > config.high:
+            target = (config.high + config.low) / 2
+            new = max(current + 1, math.ceil(current * u / target))
+            return [Proposal("executors", new, f"utilization {u:.2f} > {config.high}", inputs,
+                             {"utilization": u * current / new})]
+        streak = self._low_streak(view, config.low)
+        if streak >= config.consecutive and current > 1:
+            return [Proposal("executors", current - 1, f"utilization below {config.low} in {streak} windows",
+                             inputs, {"utilization": u * current / (current - 1)})]
+        return []
+
+    def observe(self, view: JobView, knob: str, config) -> dict:
+        u = self._busiest(view)
+        return {} if u is None else {"utilization": u}

@@ -1,0 +1,174 @@
+"""Utilization-target scaling of executors: DS2's rate model with the Flink autoscaler's target and band.
+
+DS2 (Kalavri et al., "Three steps is all you need: fast, accurate, automatic scaling decisions
+for distributed streaming dataflows", OSDI 2018) sizes an operator from its *true processing
+rate*, the records it processes per second of *busy* time, not per second of wall-clock time: at
+parallelism p an operator whose instances are busy a fraction u of the time and that processes r
+records/s can process r/u records/s when fully busy, so it needs
+``p' = ⌈p · target rate / (r/u)⌉`` instances to keep up with the target rate. The Flink
+Kubernetes operator's autoscaler (``flink-autoscaler``, ``JobVertexScaler`` and
+``ScalingMetricEvaluator``; its documentation cites DS2) aims at a *target utilization* instead
+of 100 %: ``p' = ⌈p · target rate / (true processing rate · target)⌉`` with
+``job.autoscaler.utilization.target`` 0.7 by default, and only acts when the load leaves a band:
+scale up when ``target rate / true processing rate`` exceeds ``utilization.max``, down when it
+falls below ``utilization.min``; both default to target ± 0.3 (the older option
+``target.utilization.boundary``), so [0.4, 1.0].
+
+On Spark (one knob: executors, shared by the stages of a micro-batch, which run one after
+another), per stage v of the view (all in seconds, records and records/s):
+
+- true processing rate per slot ``tpr_v = records_in_per_second_v / (utilization_v · parallelism_v)``,
+  records per busy slot-second, from the stage's latest statistics window (utilization is busy
+  slot time / (parallelism · window), so this is records / busy slot time);
+- target rate: the query's *arrival* rate, Σ input rows / Σ trigger gaps of the batches triggered
+  in the view's window (each batch's ``input_rows_per_second`` is rows / gap since the previous
+  trigger, so this stays the source's rate while batches overrun and a backlog grows, as Flink's
+  target data rate is the source's ingestion rate, not what the job manages to process); the latest
+  batch when none was triggered in the window; the first stage's input rate without batches. A
+  later stage's target rate is scaled by its measured input ratio ``records_in_v / records_in_0``
+  (Flink's output ratio along the edge);
+- load with C slots: ``ρ(C) = Σ_v target_v / (tpr_v · min(C, max_tasks_v))`` — the fraction of
+  wall-clock time the pool is busy at the target rate (the stages share the slots one after
+  another); with one stage and an input rate equal to the arrival rate it is the stage's
+  utilization.
+
+Decision: no proposal while ``utilization_min ≤ ρ(current slots) ≤ utilization_max``; otherwise
+the fewest slots C with ``ρ(C) ≤ target_utilization`` (for one stage
+``⌈target rate / (tpr · target)⌉``), as executors ``⌈C / slots per executor⌉``. Scale-downs go
+straight to the target, as in Flink (the framework's cool-downs and bounds still apply). Needs
+``min_windows`` statistics windows of data first. Not modelled: Flink's catch-up capacity for a
+backlog (``catch-up.duration``), its scale-down limit and its restart time — and, specific to
+micro-batches, the driver's per-batch time outside tasks (planning, commit), which is not busy slot
+time, so a job whose batches overrun because of it is not seen as loaded.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from pydantic import Field, model_validator
+
+from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
+from spark_governor.policies.safety import SafetyConfig
+
+EPS = 1e-9
+
+
+class UtilizationTargetConfig(SafetyConfig):
+    target_utilization: float = Field(0.7, gt=0, le=1, description="Load to size the job for (Flink: utilization.target)")
+    utilization_boundary: float = Field(0.3, ge=0, description="No action while the load is within target ± this")
+    utilization_min: Optional[float] = Field(None, ge=0, description="Scale down below this load; default target − boundary")
+    utilization_max: Optional[float] = Field(None, gt=0, description="Scale up above this load; default target + boundary")
+    slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
+    min_windows: int = Field(2, ge=1, description="Statistics windows with data needed before deciding")
+
+    @property
+    def lower(self) -> float:
+        return self.utilization_min if self.utilization_min is not None else \
+            max(0.0, self.target_utilization - self.utilization_boundary)
+
+    @property
+    def upper(self) -> float:
+        return self.utilization_max if self.utilization_max is not None else \
+            self.target_utilization + self.utilization_boundary
+
+    @model_validator(mode="after")
+    def _band(self):
+        if not self.lower <= self.target_utilization <= self.upper:
+            raise ValueError("need utilization_min ≤ target_utilization ≤ utilization_max")
+        return self
+
+
+def arrival_rate(view: JobView, span_s: Optional[float] = None) -> Optional[float]:
+    """Σ input rows / Σ trigger gaps (rows/s) of the batches triggered in the last ``span_s`` seconds
+    (default: the view's window); the latest batch with a rate when none was; None without batches."""
+    known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
+    since = view.now_ms - int((view.window_s if span_s is None else span_s) * 1000)
+    recent = [b for b in known if b.trigger_ms >= since] or known[-1:]
+    gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
+    return sum(b.num_input_rows for b in recent) / gaps if gaps > 0 else None
+
+
+def true_rate_per_slot(s: StageStats) -> Optional[float]:
+    """DS2's true processing rate of one slot of stage ``s``: records per busy slot-second over its
+    latest statistics window (records_in_per_second / (utilization · parallelism)); None when unknown."""
+    if not (s.parallelism and s.utilization and s.records_in_per_second):
+        return None
+    return s.records_in_per_second / (s.utilization * s.parallelism)
+
+
+class UtilizationTargetPolicy(Policy):
+    name = "utilization-target"
+    knobs = ("executors",)
+    Config = UtilizationTargetConfig
+    description = ("DS2 / Flink autoscaler: executors for the arrival rate at a target utilization of the true "
+                   "processing rate (records per busy slot-second), with a no-action band")
+
+    @staticmethod
+    def _usable(s: StageStats, cfg: UtilizationTargetConfig) -> bool:
+        return bool(s.parallelism and s.utilization and s.records_in_per_second
+                    and len(s.utilization_windows) >= cfg.min_windows)
+
+    def model(self, view: JobView, cfg: UtilizationTargetConfig) -> Optional[dict]:
+        """Per-stage true processing rate and target rate, or None without data (see the module docstring)."""
+        if not view.stages or not all(self._usable(s, cfg) for s in view.stages):
+            return None
+        rate = arrival_rate(view)
+        first = view.stages[0].records_in_per_second
+        if rate is None:
+            rate = first
+        stages = {}
+        for s in view.stages:
+            stages[s.key] = {"tpr_per_slot": true_rate_per_slot(s),
+                             "target_rate": rate * s.records_in_per_second / first,
+                             "max_tasks": s.max_tasks}
+        return {"target_rate": rate, "stages": stages}
+
+    @staticmethod
+    def load(model: dict, slots: int) -> float:
+        """ρ(C): fraction of wall-clock time ``slots`` slots are busy at the target rate."""
+        return sum(v["target_rate"] / (v["tpr_per_slot"] * min(slots, v["max_tasks"] or slots))
+                   for v in model["stages"].values())
+
+    def slots_needed(self, model: dict, target: float) -> int:
+        """Fewest slots C with ρ(C) ≤ ``target``; when no C is enough, the most any stage can use."""
+        stages = model["stages"].values()
+        demand = sum(v["target_rate"] / v["tpr_per_slot"] for v in stages)  # busy slots at the target rate
+        c = first = max(1, math.ceil(demand / target - EPS))  # enough without task-count caps; fewer never is
+        caps = [v["max_tasks"] for v in stages if v["max_tasks"]]
+        if len(caps) == len(model["stages"]):  # ρ is constant from the largest cap on
+            limit = max(caps)
+            while c < limit and self.load(model, c) > target + EPS:
+                c += 1
+            return min(c, limit)
+        limit = 4 * first + max(caps, default=0)  # a stage without a known task count: bounded scan
+        while c < limit and self.load(model, c) > target + EPS:
+            c += 1
+        return c
+
+    def evaluate(self, view: JobView, config: UtilizationTargetConfig) -> list[Proposal]:
+        current = view.current("executors")
+        m = self.model(view, config)
+        if m is None or not current:
+            return []
+        spe = view.slots_per_executor(config.slots_per_executor)
+        load = self.load(m, current * spe)
+        if config.lower <= load <= config.upper:
+            return []
+        slots = self.slots_needed(m, config.target_utilization)
+        new = max(1, math.ceil(slots / spe - EPS))
+        if new == current:
+            return []
+        side = f"> max {config.upper:g}" if load > config.upper else f"< min {config.lower:g}"
+        reason = (f"load {load:.2f} {side}: {m['target_rate']:.0f} rows/s at "
+                  f"{config.target_utilization:g} of the true rate → {current} → {new} executors")
+        inputs = {"utilization": load, "executors": current, "target_rate": m["target_rate"],
+                  "slots_per_executor": spe, "stages": m["stages"]}
+        return [Proposal("executors", new, reason, inputs, {"utilization": self.load(m, new * spe)})]
+
+    def observe(self, view: JobView, knob: str, config) -> dict:
+        m = self.model(view, config)
+        current = view.current("executors")
+        if m is None or not current:
+            return {}
+        return {"utilization": self.load(m, current * view.slots_per_executor(config.slots_per_executor))}

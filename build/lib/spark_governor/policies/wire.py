@@ -1,0 +1,263 @@
+"""Wire protocol between the driver-side reporter and the control plane (report schema v1).
+
+This module is imported by both ends (collectors/ builds reports, api/ validates them) and by
+nothing Spark- or Flask-specific, so the control plane never imports pyspark to parse a report.
+It lives in ``policies`` because that is the one package both ends may import (imports run
+api → aggregators → policies and collectors → policies; see ARCHITECTURE.md).
+
+Units are in the field names: ``*_ms`` are milliseconds (epoch milliseconds for timestamps, as
+Spark reports them), ``*_ns`` nanoseconds, ``*_records`` counts of rows, ``*_bytes`` bytes.
+A report is validated as a whole; any invalid field rejects the whole report.
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+MAX_TASKS_PER_REPORT = 100_000
+MAX_ITEMS_PER_REPORT = 10_000
+MAX_KNOB_STATE_BYTES = 16_384
+
+NonNeg = Annotated[int, Field(ge=0)]
+Name = Annotated[str, Field(min_length=1, max_length=256)]
+JobName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+TemplateKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Knob = Literal["executors", "batch_interval", "partition_plan", "exchanges"]
+
+
+class DirectiveAck(_Strict):
+    """What the driver did with a directive version."""
+
+    knob: Knob
+    version: NonNeg
+    status: Literal["applied", "failed", "not_actuatable"]
+    message: Optional[Annotated[str, Field(max_length=2048)]] = None
+
+
+class ReporterInfo(_Strict):
+    """Identity and cumulative counters of one reporter instance (one ``attach`` call)."""
+
+    id: Annotated[str, Field(min_length=1, max_length=64)]
+    seq: NonNeg  # report sequence number; a retried report keeps its seq (idempotent ingest)
+    dropped_total: NonNeg = 0  # records and events dropped since attach (queue full)
+    orphaned_total: NonNeg = 0  # task events whose job/stage context was lost
+    app_id: Optional[Name] = None
+    master: Optional[Name] = None
+    slots: Optional[NonNeg] = None  # current task slots (total executor cores / task cpus)
+    executors: Optional[NonNeg] = None  # executors registered, the driver excluded
+    not_actuatable: dict[Knob, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
+    applied: list[DirectiveAck] = Field(default_factory=list, max_length=64)
+    #: what the job's applier says about its knob, e.g. the optional exchanges it declared
+    #: (``collectors.exchanges``); JSON, at most MAX_KNOB_STATE_BYTES per knob
+    knob_state: dict[Knob, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _knob_state_small(self) -> "ReporterInfo":
+        for knob, state in self.knob_state.items():
+            if len(json.dumps(state, separators=(",", ":"))) > MAX_KNOB_STATE_BYTES:
+                raise ValueError(f"knob_state.{knob}: larger than {MAX_KNOB_STATE_BYTES} bytes of JSON")
+        return self
+
+
+class TemplateRecord(_Strict):
+    """A template vertex: a stage of a query's plan, stable across micro-batches."""
+
+    key: TemplateKey
+    name: Name
+    ordinal: NonNeg  # topological position of the stage among its query's stages
+    operators: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list, max_length=256)
+    parents: list[TemplateKey] = Field(default_factory=list, max_length=256)
+
+
+class StageRecord(_Strict):
+    """One completed stage attempt (one runtime instance of a template vertex per batch)."""
+
+    template_key: TemplateKey
+    query_id: Optional[Name] = None
+    batch_id: Optional[NonNeg] = None
+    stage_id: NonNeg
+    attempt: NonNeg
+    num_tasks: NonNeg
+    submission_ms: Optional[NonNeg] = None
+    completion_ms: Optional[NonNeg] = None
+    failure_reason: Optional[Annotated[str, Field(max_length=4096)]] = None
+    slots: Optional[NonNeg] = None
+
+
+class TaskRecord(_Strict):
+    """One finished task attempt, with Spark's TaskInfo and TaskMetrics in Spark's units."""
+
+    template_key: TemplateKey
+    query_id: Optional[Name] = None
+    batch_id: Optional[NonNeg] = None
+    stage_id: NonNeg
+    stage_attempt: NonNeg
+    task_id: NonNeg
+    partition: NonNeg
+    attempt: NonNeg
+    executor_id: Name
+    host: Optional[Name] = None
+    stage_submission_ms: Optional[NonNeg] = None
+    launch_ms: NonNeg
+    finish_ms: NonNeg
+    run_time_ms: NonNeg = 0
+    cpu_time_ns: NonNeg = 0
+    gc_time_ms: NonNeg = 0
+    deserialize_ms: NonNeg = 0
+    result_serialize_ms: NonNeg = 0
+    input_records: NonNeg = 0
+    input_bytes: NonNeg = 0
+    output_records: NonNeg = 0
+    output_bytes: NonNeg = 0
+    shuffle_read_records: NonNeg = 0
+    shuffle_read_bytes: NonNeg = 0
+    shuffle_fetch_wait_ms: NonNeg = 0
+    shuffle_write_records: NonNeg = 0
+    shuffle_write_bytes: NonNeg = 0
+    shuffle_write_time_ns: NonNeg = 0
+    successful: bool = True
+    speculative: bool = False
+    failure_reason: Optional[Annotated[str, Field(max_length=4096)]] = None
+
+    @model_validator(mode="after")
+    def _times_ordered(self) -> "TaskRecord":
+        if self.finish_ms < self.launch_ms:
+            raise ValueError("finish_ms is before launch_ms")
+        if self.stage_submission_ms is not None and self.stage_submission_ms > self.launch_ms:
+            raise ValueError("stage_submission_ms is after launch_ms")
+        return self
+
+
+class BatchRecord(_Strict):
+    """One micro-batch's progress (StreamingQueryListener.onQueryProgress)."""
+
+    query_id: Name
+    run_id: Name
+    name: Optional[Name] = None
+    batch_id: NonNeg
+    trigger_ms: NonNeg  # trigger start, epoch ms
+    batch_duration_ms: NonNeg
+    durations_ms: dict[Annotated[str, Field(max_length=64)], NonNeg] = Field(default_factory=dict, max_length=64)
+    num_input_rows: NonNeg
+    input_rows_per_second: Optional[Annotated[float, Field(ge=0)]] = None
+    processed_rows_per_second: Optional[Annotated[float, Field(ge=0)]] = None
+    state_operators: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
+    event_time: dict[str, str] = Field(default_factory=dict, max_length=16)
+    observed_metrics: dict[str, Any] = Field(default_factory=dict, max_length=64)
+
+
+#: bounds of the per-batch partition statistics (``PartitionStatsRecord``)
+MAX_KEY_COUNTS = 10_000
+MAX_BLOCKS = 4_096
+MAX_PARTITION_RECORDS = 64
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+BlockList = Annotated[list[NonNeg], Field(max_length=MAX_BLOCKS)]
+
+
+class PartitionStatsRecord(_Strict):
+    """One micro-batch as partitioned by the job (``collectors.partition_plan``; Prompt, digest 000).
+
+    ``key_counts`` are the batch's most frequent keys with their tuple counts (exact, or Algorithm
+    1's approximate counts when ``exact`` is false), at most MAX_KEY_COUNTS; ``other_keys`` /
+    ``other_tuples`` summarise the rest. Loads are tuples per Map block / Reduce bucket of the plan
+    applied to the batch, cardinalities distinct keys per block; BSI/BCI/KSR/MPI are the paper's
+    Eqs. 2–6 of that plan; times in milliseconds of driver wall time."""
+
+    batch_id: Optional[NonNeg] = None
+    query_id: Optional[Name] = None
+    algorithm: Annotated[str, Field(min_length=1, max_length=64)]
+    source: Optional[Annotated[str, Field(max_length=32)]] = None  # "directive" | "batch"
+    partitions: Annotated[int, Field(ge=1, le=MAX_BLOCKS)]
+    reduce: Annotated[int, Field(ge=1, le=MAX_BLOCKS)]
+    tuples: NonNeg
+    keys: NonNeg
+    exact: bool = True
+    key_counts: list[tuple[Annotated[str, Field(max_length=256)], Annotated[int, Field(ge=1)]]] = Field(
+        default_factory=list, max_length=MAX_KEY_COUNTS)
+    other_keys: NonNeg = 0
+    other_tuples: NonNeg = 0
+    block_loads: BlockList = Field(default_factory=list)
+    block_cardinalities: BlockList = Field(default_factory=list)
+    bucket_loads: BlockList = Field(default_factory=list)
+    bsi: Optional[NonNegFloat] = None
+    bci: Optional[NonNegFloat] = None
+    ksr: Optional[NonNegFloat] = None
+    mpi: Optional[NonNegFloat] = None
+    max_mean_load: Optional[NonNegFloat] = None
+    bsi_buckets: Optional[NonNegFloat] = None
+    split_keys: Optional[NonNeg] = None
+    stats_ms: Optional[NonNegFloat] = None
+    planning_ms: Optional[NonNegFloat] = None
+    processing_ms: Optional[NonNegFloat] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PartitionStatsRecord":
+        if self.block_loads and len(self.block_loads) != self.partitions:
+            raise ValueError(f"block_loads: {len(self.block_loads)} loads for {self.partitions} partitions")
+        if self.bucket_loads and len(self.bucket_loads) != self.reduce:
+            raise ValueError(f"bucket_loads: {len(self.bucket_loads)} loads for {self.reduce} buckets")
+        if sum(c for _, c in self.key_counts) + self.other_tuples > self.tuples and self.exact:
+            raise ValueError("key_counts: more tuples than the batch holds")
+        return self
+
+
+class Report(_Strict):
+    """A batch of records from one reporter: the body of ``POST /api/v1/reports``."""
+
+    schema_version: Literal[1]
+    job: JobName
+    reporter: ReporterInfo
+    templates: list[TemplateRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    stages: list[StageRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    tasks: list[TaskRecord] = Field(default_factory=list, max_length=MAX_TASKS_PER_REPORT)
+    batches: list[BatchRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    #: optional per-batch key counts and partition statistics (Prompt); older reports omit it
+    partitions: list[PartitionStatsRecord] = Field(default_factory=list, max_length=MAX_PARTITION_RECORDS)
+
+
+class ReportError(ValueError):
+    """A report that failed validation; ``message`` names the first offending field."""
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    """Human-readable summary naming fields as dotted paths, e.g. ``tasks.3.launch_ms``."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "body"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"... and {more} more error(s)")
+    return "; ".join(parts)
+
+
+def validate_job_name(job: str) -> str:
+    """Return ``job`` if it is a valid job name, else raise ValueError saying why."""
+    try:
+        return TypeAdapter(JobName).validate_python(job)
+    except ValidationError as exc:
+        raise ValueError(f"job: {exc.errors()[0]['msg']} (got {job!r})") from None
+
+
+def parse_report(raw: bytes | str) -> Report:
+    """Parse and validate a JSON report; raises ReportError with a message naming the field."""
+    try:
+        return Report.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ReportError(describe_validation_error(exc)) from None
+
+
+#: Name of the observed metric that ``collectors.observe.observe_event_time`` adds to a query;
+#: its row has ``records``, ``min_us``, ``max_us`` (event time, epoch microseconds) and
+#: ``wait_us_avg`` (mean of batch start − event time, microseconds).
+EVENT_TIME_METRIC = "spark_governor_event_time"

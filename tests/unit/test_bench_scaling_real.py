@@ -1,0 +1,53 @@
+"""``bench scaling-real``: its metrics on hand-made samples (exact), and the CLI's input checks.
+
+The real-cluster loop itself (policy, appliers, standalone cluster) is exercised by
+tests/test_kingman_scaling.py; the benchmark takes minutes and is run by hand
+(``spark-governor bench scaling-real``)."""
+import pytest
+from click.testing import CliRunner
+
+from spark_governor.api.cli import main
+from spark_governor.bench.scaling_real import executor_seconds, format_real_table, run_metrics, schedule_rows
+
+
+def test_schedule_rows_integrates_a_piecewise_constant_rate():
+    grid, cum = schedule_rows([(0.0, 100.0), (2.0, 300.0)], 5.0)
+    assert grid[0] == 0 and grid[-1] == pytest.approx(5.0)
+    assert cum[200] == pytest.approx(200.0) and cum[-1] == pytest.approx(200 + 900)
+
+
+def test_executor_seconds_is_the_step_integral_of_samples():
+    samples = [{"t": 99.0, "executors": 1}, {"t": 101.0, "executors": 2}, {"t": 104.0, "executors": 3}]
+    # [100, 101): 1, [101, 104): 2, [104, 110]: 3
+    assert executor_seconds(samples, 100.0, 110.0) == pytest.approx(1 + 6 + 18)
+
+
+def test_run_metrics_on_a_tiny_run():
+    # 1000 rows/s; batches triggered every 4 s from t0 = 1000 s, each taking 1 s: rows of (4k, 4k+4] leave
+    # at 4k+5, a 4 s span's mean latency is 5 − 2 = 3 s; one decision up, one down 8 s later
+    t0 = 1000.0
+    progress = [{"batch": k, "rows": 4000, "trigger_ms": int((t0 + 4 * k) * 1000), "processing_ms": 1000}
+                for k in range(1, 6)]
+    samples = [{"t": t0 + i, "executors": 1 if i < 10 else 2} for i in range(0, 21)]
+    decisions = [{"created_ms": int((t0 + 6) * 1000), "old_value": 1, "new_value": 2},
+                 {"created_ms": int((t0 + 14) * 1000), "old_value": 2, "new_value": 1}]
+    m = run_metrics([(0.0, 1000.0)], t0, t0 + 20.0, progress, samples, decisions, bound_s=3.5, span_s=4.0,
+                    oscillation_window_s=48.0)
+    assert m["windows"] == 5 and m["batches"] == 5
+    assert m["slo_attainment_windows"] == 1.0 and m["window_latency_p95_s"] == pytest.approx(3.0, abs=0.01)
+    assert m["executor_seconds"] == pytest.approx(10 + 20) and m["actions"] == 2 and m["oscillations"] == 1
+    tight = run_metrics([(0.0, 1000.0)], t0, t0 + 20.0, progress, samples, decisions, bound_s=2.5, span_s=4.0,
+                        oscillation_window_s=48.0)
+    assert tight["slo_attainment_windows"] == 0.0
+    report = {"results": [dict(m, policy="kingman", plane_attainment=None, ratio_vs_static=None, slo_met=True)],
+              "bound_s": 3.5, "span_s": 4.0, "levels": [1000.0], "level_s": 20.0}
+    assert "kingman" in format_real_table(report) and "met" in format_real_table(report)
+
+
+def test_cli_rejects_bad_input():
+    r = CliRunner().invoke(main, ["bench", "scaling-real", "--levels", "1000,x"])
+    assert r.exit_code != 0 and "--levels" in r.output
+    r = CliRunner().invoke(main, ["bench", "scaling-real", "--policies", "kingman,magic"])
+    assert r.exit_code != 0 and "magic" in r.output
+    r = CliRunner().invoke(main, ["bench", "scaling-real", "--static-executors", "5", "--max-executors", "4"])
+    assert r.exit_code != 0 and "--static-executors" in r.output
