@@ -23,6 +23,7 @@ from typing import Callable
 
 import requests
 
+from spark_governor.api.processes import free_port, start_serve, stop_process
 from spark_governor.bench.reports import gz, make_report
 
 OVERHEAD_TARGET = 0.03
@@ -33,23 +34,6 @@ def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _start_plane(db_url: str, port: int) -> subprocess.Popen:
-    from spark_governor.api.cli_extra import wait_healthy
-
-    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_healthy(f"http://127.0.0.1:{port}", proc=proc)
-    return proc
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def measure_ingest(url: str, pid: int, total_tasks: int, tasks_per_report: int = 2000) -> dict:
@@ -72,12 +56,10 @@ def measure_ingest(url: str, pid: int, total_tasks: int, tasks_per_report: int =
 
 def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ingest_tasks: int = 200_000,
                        log: Callable[[str], None] = print) -> dict:
-    from spark_governor.api.cli_extra import free_port
-
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        plane = _start_plane(f"sqlite:///{tmp}/bench.db", port)
+        plane = start_serve(f"sqlite:///{tmp}/bench.db", port)
         try:
             samples = {"without": [], "with": []}
             reporter_stats = []
@@ -97,14 +79,14 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
                         reporter_stats.append(res["reporter"])
                     log(f"run {i + 1}/{runs} {variant:>7} reporters: {job_ms / 1000:.2f} s for {len(res['batch_ms'])} batches")
         finally:
-            _stop(plane)
+            stop_process(plane)
         ingest_port = free_port()
-        ingest_plane = _start_plane(f"sqlite:///{tmp}/ingest.db", ingest_port)
+        ingest_plane = start_serve(f"sqlite:///{tmp}/ingest.db", ingest_port)
         try:
             log(f"ingest: posting {ingest_tasks} task records ...")
             ingest = measure_ingest(f"http://127.0.0.1:{ingest_port}", ingest_plane.pid, ingest_tasks)
         finally:
-            _stop(ingest_plane)
+            stop_process(ingest_plane)
     med_without, med_with = statistics.median(samples["without"]), statistics.median(samples["with"])
     overhead = med_with / med_without - 1
     summary = {

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
+
+from spark_governor.api.processes import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "bench" / "scaling_job.py"
@@ -26,24 +26,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float, interval_s: float = 0.2, what: str = "condition"):
-    """Poll ``predicate`` until it is truthy (returned) or ``timeout_s`` passes (AssertionError)."""
-    deadline = time.time() + timeout_s
-    last = None
-    while time.time() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
 class StandaloneCluster:

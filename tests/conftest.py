@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from spark_governor.bench.standalone import free_port, wait_for  # noqa: F401  (shared with bench scaling-real; tests import them here)
+from spark_governor.api.processes import free_port, wait_for
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

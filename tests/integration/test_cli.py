@@ -13,7 +13,7 @@ from werkzeug.wrappers import Request, Response
 from spark_governor.api.cli import main
 from spark_governor.bench.reports import gz, make_report
 from spark_governor.dashboards import load_all, panel_queries
-from tests.conftest import free_port, wait_for
+from spark_governor.api.processes import free_port, wait_for
 
 
 def run(*args):

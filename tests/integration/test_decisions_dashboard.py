@@ -21,7 +21,8 @@ from spark_governor.dashboards import (
     panel_queries,
     render_expr,
 )
-from tests.conftest import PromQL, wait_for
+from spark_governor.api.processes import wait_for
+from tests.conftest import PromQL
 from tests.integration.test_policy_api import (
     AUTH,
     TOKEN,

@@ -242,7 +242,7 @@ def test_concurrent_reporters_store_every_task_once(engine):
 def test_scheduler_runs_retention(engine):
     """The APScheduler job inside serve purges old statistics on its own."""
     from spark_governor.api.scheduler import build_scheduler
-    from tests.conftest import wait_for
+    from spark_governor.api.processes import wait_for
 
     app = create_app(engine, Settings())
     post(app.test_client(), gz(make_report(n_tasks=20)), gzip_it=True)  # tasks from 2023: older than 1 h

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from tests.conftest import wait_for
+from spark_governor.api.processes import wait_for
 from tests.standalone import Driver
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from spark_governor.dashboards import DASHBOARD_DIR, annotation_queries, load_all, panel_queries, render_expr
-from tests.conftest import PromQL, wait_for
+from spark_governor.api.processes import wait_for
+from tests.conftest import PromQL
 from tests.integration.test_partitioning_plane import partition_record
 
 UID = "spark-governor-partitioning"

@@ -282,7 +282,7 @@ def test_a_failing_policy_is_an_event_and_others_still_run(plugin_installed, app
 def test_restart_loses_no_decision_and_reissues_nothing(sqlite_url):
     from spark_governor.api.server import ControlPlane
     from spark_governor.collectors.reporter import Reporter
-    from tests.conftest import wait_for
+    from spark_governor.api.processes import wait_for
 
     plane = ControlPlane(db_url=sqlite_url, port=0, tokens={"ops": TOKEN}).start()
     port = plane.port

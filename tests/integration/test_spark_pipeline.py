@@ -9,7 +9,8 @@ from spark_governor.aggregators.models import stage_runs, tasks, template_vertic
 from spark_governor.aggregators.welford import Moments
 from spark_governor.collectors.demo_job import DemoConfig, run_demo_job
 from spark_governor.dashboards import load_all, panel_queries, render_expr
-from tests.conftest import PromQL, wait_for
+from spark_governor.api.processes import wait_for
+from tests.conftest import PromQL
 
 pytestmark = pytest.mark.spark
 JOB = "pipeline-test"

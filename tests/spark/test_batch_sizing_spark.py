@@ -17,7 +17,7 @@ from spark_governor.collectors.batch_interval import BatchIntervalApplier, Trigg
 from spark_governor.collectors.sources.paced import register_paced_sources
 from spark_governor.collectors.sources.pacing import write_control
 from spark_governor.collectors.supervisor import QuerySupervisor, RestartRefused
-from tests.conftest import wait_for
+from spark_governor.api.processes import wait_for
 
 pytestmark = pytest.mark.spark
 TOKEN = "batch-sizing-token"

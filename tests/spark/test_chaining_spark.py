@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import requests
 
-from tests.conftest import wait_for
+from spark_governor.api.processes import wait_for
 
 pytestmark = pytest.mark.spark
 TOKEN = "chaining-test-token"

@@ -14,7 +14,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from spark_governor.collectors.reporter import Reporter
-from tests.conftest import free_port, wait_for
+from spark_governor.api.processes import free_port, wait_for
 
 SAMPLE = Path(__file__).parent.parent / "data" / "spark_events_sample.jsonl.gz"
 

@@ -1,0 +1,291 @@
+"""``spark-governor bench``: benchmarks that print ratios against a baseline measured in the same run and write
+JSON (the measuring code lives in ``spark_governor.bench``; this module only parses options and prints)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from spark_governor.api.processes import ProcessError
+from spark_governor.bench.output import write_json
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks: print ratios against a baseline measured in the same run and write JSON."""
+
+
+@bench.command("overhead")
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1), help="Runs per variant.")
+@click.option("--batches", default=30, show_default=True, type=click.IntRange(1), help="Measured batches per run.")
+@click.option("--rows", default=20_000, show_default=True, type=click.IntRange(1), help="Rows per batch.")
+@click.option("--ingest-tasks", default=200_000, show_default=True, type=click.IntRange(1000),
+              help="Task records POSTed for the ingest benchmark.")
+@click.option("--out", default="bench-results/overhead.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: str) -> None:
+    """Reporter overhead on a Spark job, and ingest throughput of POST /api/v1/reports."""
+    from spark_governor.bench.overhead import run_overhead_bench
+
+    try:
+        result = run_overhead_bench(runs=runs, batches=batches, rows=rows, ingest_tasks=ingest_tasks,
+                                    log=lambda m: click.echo(m, err=True))
+    except ProcessError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_json(result, out, indent=2)
+    click.echo(json.dumps(result["summary"], indent=2))
+    click.echo(f"wrote {out}", err=True)
+
+
+@bench.command("scaling")
+@click.option("--profiles", default="step,staircase,sinusoid,spike", show_default=True,
+              help="Comma-separated rate profiles.")
+@click.option("--duration", default=1200.0, show_default=True, type=click.FloatRange(60),
+              help="Simulated seconds per run.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the processing-time noise.")
+@click.option("--out", default="bench-results/scaling.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/scaling.png", show_default=True, type=click.Path(dir_okay=False),
+              help="PNG of executors and rate over time ('' to skip).")
+def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str) -> None:
+    """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
+    from spark_governor.bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
+
+    names = tuple(p.strip() for p in profiles.split(",") if p.strip())
+    unknown = sorted(set(names) - set(PROFILES))
+    if unknown or not names:
+        raise click.BadParameter(f"unknown {unknown or 'empty list'}; choose from {sorted(PROFILES)}",
+                                 param_hint="--profiles")
+    started = time.perf_counter()
+    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed)
+    write_json(report, out, indent=2)
+    click.echo(format_table(report))
+    click.echo(f"wrote {out} ({time.perf_counter() - started:.1f} s)", err=True)
+    if plot:
+        os.makedirs(os.path.dirname(plot) or ".", exist_ok=True)
+        if plot_report(report, plot):
+            click.echo(f"wrote {plot}", err=True)
+        else:
+            click.echo("matplotlib not installed: no plot", err=True)
+
+
+@bench.command("batch-sizing")
+@click.option("--horizon", default=90.0, show_default=True, type=click.FloatRange(20),
+              help="Simulated arrival time per run (s); rate steps at 1/3 and 2/3 of it.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the processing-time noise.")
+@click.option("--noise", default=0.05, show_default=True, type=click.FloatRange(0, 1),
+              help="Lognormal shape of the processing-time noise (mean 1).")
+@click.option("--out-dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
+@click.option("--no-plot", is_flag=True, help="Skip the PNG.")
+@click.option("--spark", "with_spark", is_flag=True, help="Also run the short real-Spark version (local[2]).")
+@click.option("--spark-phase-seconds", default=20.0, show_default=True, type=click.FloatRange(5),
+              help="Real Spark: seconds per rate phase (rate, 2x rate, rate).")
+@click.option("--spark-rate", default=1000.0, show_default=True, type=click.FloatRange(1),
+              help="Real Spark: rows/s before and after the step.")
+@click.option("--spark-cost-per-row", default=2e-4, show_default=True, type=click.FloatRange(0),
+              help="Real Spark: seconds the sink sleeps per row (p = Spark's overhead + c·N).")
+def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no_plot: bool, with_spark: bool,
+                       spark_phase_seconds: float, spark_rate: float, spark_cost_per_row: float) -> None:
+    """Batch-interval controllers on a queueing simulation of a micro-batch system (and real Spark)."""
+    from spark_governor.bench.batch_sizing import run_bench
+
+    started = time.perf_counter()
+    report = run_bench(horizon_s=horizon, seed=seed, out_dir=out_dir, noise=noise, png=not no_plot)
+    click.echo(report["table"])
+    click.echo(f"wrote {report['json']}" + (f" and {report['png']}" if "png" in report else "")
+               + f" ({time.perf_counter() - started:.1f} s)", err=True)
+    if with_spark:
+        from spark_governor.bench.batch_sizing_spark import format_spark_table, run_spark_bench
+
+        spark_report = run_spark_bench(rate=spark_rate, phase_s=spark_phase_seconds, cost_per_row_s=spark_cost_per_row,
+                                       log=lambda m: click.echo(m, err=True))
+        path = os.path.join(out_dir, "batch_sizing_spark.json")
+        write_json(spark_report, path)
+        click.echo("\nreal Spark (local[2], paced Zipf source, rate x2 step then back):")
+        click.echo(format_spark_table(spark_report))
+        click.echo(f"wrote {path}", err=True)
+
+
+@contextmanager
+def _plan_errors():
+    """A partitioner's PlanError as a click error (no traceback)."""
+    from spark_governor.policies.partitioning.base import PlanError
+
+    try:
+        yield
+    except PlanError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _write_report(report: dict, out: str, plot: str, plot_report, format_report) -> None:
+    """Write the JSON and the PNG, print the table and where they went."""
+    write_json(report, out)
+    plot_report(report, plot)
+    click.echo(format_report(report))
+    click.echo(f"wrote {out} and {plot}")
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {text!r}", param_hint=name) from None
+
+
+@bench.command("partitioners")
+@click.option("--z", "zs", default="0.5,1.0,1.5,2.0", show_default=True, help="Zipf exponents.")
+@click.option("--supports", default="10000,100000,1000000", show_default=True, help="Key supports (distinct keys drawn from).")
+@click.option("--tuples", default=1_000_000, show_default=True, type=click.IntRange(1), help="Tuples per batch.")
+@click.option("--partitions", default="8,32,128", show_default=True, help="Map blocks P.")
+@click.option("--algorithms", default=None, help="Comma-separated partitioners (default: all registered).")
+@click.option("--repeats", default=3, show_default=True, type=click.IntRange(1), help="Plans per case (partitioners under 1 s); the least CPU time is kept.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/partitioners.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/partitioners.png", show_default=True, type=click.Path(dir_okay=False))
+def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, seed, out, plot) -> None:
+    """Every partitioner's BSI, BCI, KSR, MPI, max/mean block load and planning throughput on Zipf batches."""
+    from spark_governor.bench.partitioners import format_table, plot_report, run_partitioner_bench
+
+    with _plan_errors():
+        report = run_partitioner_bench(zs=_floats(zs, "--z"), supports=[int(x) for x in _floats(supports, "--supports")],
+                                       tuples=tuples, partitions=[int(x) for x in _floats(partitions, "--partitions")],
+                                       algorithms=[a.strip() for a in algorithms.split(",")] if algorithms else None,
+                                       seed=seed, repeats=repeats)
+    _write_report(report, out, plot, plot_report, format_table)
+
+
+@bench.command("spark-skew")
+@click.option("--batches", default=6, show_default=True, type=click.IntRange(2), help="Micro-batches per partitioner (the first is warm-up).")
+@click.option("--rows", default=200_000, show_default=True, type=click.IntRange(1), help="Rows per micro-batch.")
+@click.option("--z", default=1.5, show_default=True, type=click.FloatRange(0), help="Zipf exponent of the keys.")
+@click.option("--keys", default=10_000, show_default=True, type=click.IntRange(1), help="Key support.")
+@click.option("--cores", default=None, type=click.IntRange(1), help="Task slots, local[cores] (default: all cores).")
+@click.option("--partitions", default=None, type=click.IntRange(1), help="Map blocks P (default: cores).")
+@click.option("--work", default="cpu", show_default=True, type=click.Choice(["cpu", "wait"]),
+              help="Per-record Map work: CPU-bound Python UDF, or a latency-bound wait per record.")
+@click.option("--work-loops", default=300, show_default=True, type=click.IntRange(1), help="Iterations per record (cpu).")
+@click.option("--work-us", default=20.0, show_default=True, type=click.FloatRange(0), help="Microseconds per record (wait).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/spark_skew.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False))
+def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops, work_us, seed, out, plot) -> None:
+    """Batch processing time of a real Spark streaming job under skew: hash vs the Prompt plan (median, ratio)."""
+    from spark_governor.bench.spark_skew import format_report, plot_report, run_spark_skew_bench
+
+    report = run_spark_skew_bench(batches=batches, rows=rows, z=z, keys=keys, cores=cores, partitions=partitions,
+                                  work=work, work_loops=work_loops, work_us=work_us, seed=seed)
+    _write_report(report, out, plot, plot_report, format_report)
+
+
+@bench.command("partitioners-drift")
+@click.option("--z", "zs", default="1.0,1.5", show_default=True, help="Zipf exponents (comma-separated).")
+@click.option("--support", default=10_000, show_default=True, type=click.IntRange(1), help="Distinct keys drawn from.")
+@click.option("--tuples", default=200_000, show_default=True, type=click.IntRange(1), help="Tuples per batch.")
+@click.option("--batches", default=30, show_default=True, type=click.IntRange(1))
+@click.option("--drift-every", default=10, show_default=True, type=click.IntRange(1), help="Batches between changes of the hot keys.")
+@click.option("--partitions", default=8, show_default=True, type=click.IntRange(1), help="Blocks / stateful instances P.")
+@click.option("--algorithms", default=None, help="Comma-separated partitioners (default: hash, shuffle, pk2, pk5, cam, "
+                                                 "prompt, dalton, mixed, mintable, minmig).")
+@click.option("--theta-max", default=0.08, show_default=True, type=click.FloatRange(0), help="Routing tables: θmax.")
+@click.option("--table-max", default=3000, show_default=True, type=click.IntRange(0), help="Routing tables: Amax.")
+@click.option("--plan-margin", default=0.5, show_default=True, type=click.FloatRange(0, 1, max_open=True),
+              help="Routing tables: re-plan above θmax but plan for θmax·(1 − margin) (0: the paper's target).")
+@click.option("--dalton-hot-factor", default=8.0, show_default=True, type=click.FloatRange(1, 100),
+              help="Also run Dalton with heavy hitters at count ≥ total/(factor·P) (ours; 1: only the paper's).")
+@click.option("--window", default=5, show_default=True, type=click.IntRange(1), help="Routing tables: state window w (batches).")
+@click.option("--settle", default=3, show_default=True, type=click.IntRange(0), help="Batches after each drift excluded from 'converged'.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/partitioners_drift.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/partitioners_drift.png", show_default=True, type=click.Path(dir_okay=False))
+def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
+                             plan_margin, dalton_hot_factor, window, settle, seed, out, plot) -> None:
+    """Max/mean load per batch, migration cost, table size and decisions/s on a drifting Zipf stream."""
+    from spark_governor.bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
+
+    z_values = _floats(zs, "--z")
+    with _plan_errors():
+        report = run_drift_bench(zs=z_values, support=support, tuples=tuples, batches=batches, drift_every=drift_every,
+                                 partitions=partitions,
+                                 algorithms=[a.strip() for a in algorithms.split(",")] if algorithms else None,
+                                 theta_max=theta_max, table_max=table_max, window=window, settle=settle, seed=seed,
+                                 plan_margin=plan_margin, dalton_hot_factor=dalton_hot_factor)
+    _write_report(report, out, plot, plot_drift, format_drift)
+
+
+@bench.command("routing-compact")
+@click.option("--keys", default=1_000_000, show_default=True, type=click.IntRange(1), help="Distinct keys.")
+@click.option("--z", default=1.0, show_default=True, type=click.FloatRange(0), help="Zipf exponent of the key costs.")
+@click.option("--tuples", default=10_000_000, show_default=True, type=click.IntRange(1), help="Tuples in the interval.")
+@click.option("--partitions", default=8, show_default=True, type=click.IntRange(1), help="Instances P.")
+@click.option("--degrees", default="0,4,16,64,256", show_default=True,
+              help="HLHE degrees r, comma-separated (0: exact values).")
+@click.option("--theta-max", default=0.08, show_default=True, type=click.FloatRange(0))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", default="bench-results/routing_compact.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_routing_compact(keys, z, tuples, partitions, degrees, theta_max, seed, out) -> None:
+    """MinMig and Mixed per key vs on compact records (§3.8), with and without discretisation (§3.9)."""
+    from spark_governor.bench.routing_compact import format_compact, run_compact_bench
+
+    try:
+        rs = [int(x) for x in degrees.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {degrees!r}", param_hint="--degrees") from None
+    if not rs or any(r < 0 for r in rs):
+        raise click.BadParameter("degrees must be integers >= 0", param_hint="--degrees")
+    report = run_compact_bench(keys=keys, z=z, tuples=tuples, partitions=partitions, degrees=rs,
+                               theta_max=theta_max, seed=seed)
+    write_json(report, out)
+    click.echo(format_compact(report))
+    click.echo(f"wrote {out}")
+
+
+def _levels(raw: str) -> tuple[float, ...]:
+    try:
+        levels = tuple(float(x) for x in raw.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of numbers: {raw!r}", param_hint="--levels")
+    if not levels or any(x <= 0 for x in levels):
+        raise click.BadParameter("need at least one rate, every rate > 0", param_hint="--levels")
+    return levels
+
+
+@bench.command("scaling-real")
+@click.option("--levels", default="2000,8000,16000,8000,2000", show_default=True,
+              help="Staircase input rates (rows/s), comma-separated.")
+@click.option("--level-seconds", default=50.0, show_default=True, type=click.FloatRange(10),
+              help="Seconds per rate level.")
+@click.option("--bound-ms", default=14000, show_default=True, type=click.IntRange(1),
+              help="Latency constraint: mean record latency per span.")
+@click.option("--span-s", default=8.0, show_default=True, type=click.FloatRange(1), help="Constraint span.")
+@click.option("--max-executors", default=4, show_default=True, type=click.IntRange(1, 16),
+              help="Worker cores = the most executors (1 core each).")
+@click.option("--static-executors", default=4, show_default=True, type=click.IntRange(1, 16),
+              help="Executors of the static baseline run.")
+@click.option("--row-cost-us", default=100.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="Per-row work of the job (a sleep), microseconds.")
+@click.option("--trigger-s", default=8.0, show_default=True, type=click.FloatRange(1), help="Trigger interval.")
+@click.option("--policies", default="kingman,static", show_default=True, help="Runs, in order: kingman, static.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
+@click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
+                       static_executors: int, row_cost_us: float, trigger_s: float, policies: str, workdir, out: str) -> None:
+    """Kingman vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java; minutes)."""
+    from spark_governor.bench.scaling_real import format_real_table, run_real_scaling_bench
+
+    names = tuple(p.strip() for p in policies.split(",") if p.strip())
+    bad = sorted(set(names) - {"kingman", "static"})
+    if bad or not names:
+        raise click.BadParameter(f"unknown {bad or 'empty list'}; choose from kingman, static", param_hint="--policies")
+    if static_executors > max_executors:
+        raise click.BadParameter("must not exceed --max-executors", param_hint="--static-executors")
+    started = time.perf_counter()
+    report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
+                                    span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
+                                    row_cost_us=row_cost_us, policies=names,
+                                    workdir=Path(workdir) if workdir else None,
+                                    log=lambda m: click.echo(m, err=True))
+    write_json(report, out, indent=2)
+    click.echo(format_real_table(report))
+    click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)
