@@ -20,7 +20,8 @@ import numpy as np
 
 from spark_governor.policies.partitioning.base import stable_hashes
 from spark_governor.policies.partitioning.routing_compact import KeySpace
-from spark_governor.policies.partitioning.routing_table import Stats, algorithm, instance_loads
+from spark_governor.policies.partitioning.routing_planners import algorithm
+from spark_governor.policies.partitioning.routing_table import Stats, instance_loads
 
 
 def key_space(keys: int, z: float, tuples: int, partitions: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

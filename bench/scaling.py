@@ -20,7 +20,7 @@ Metrics per pair (latency of a batch: see ``bench.scaling_sim``; target ``slo_s`
 * ``slo_attainment_windows`` (the issue's goal metric: "attainment ≥ 95 % of windows"): the share
   of constraint spans (``constraint_span_s``, 5 s) whose true mean record latency — of the rows that
   *arrived* in the span, thesis Eq. 4.1, computed exactly from the arrivals and the batches
-  (``bench.scaling_sim.span_truths``) — is ≤ the constraint bound the policies are given
+  (``bench.latency_truth.span_truths``) — is ≤ the constraint bound the policies are given
   (``constraint_bound_s``, default the SLO target). ``windows``: their number;
   ``window_latency_p95_s``: the 95th percentile of the span means;
 * ``slo_attainment``: fraction of batches whose *oldest* row is out within the SLO target;
@@ -55,15 +55,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from spark_governor.bench.scaling_sim import (
-    DEFAULT_PARAMS,
-    Controller,
-    RateFn,
-    SimParams,
-    SimResult,
-    StaticPolicy,
-    simulate,
-)
+from spark_governor.bench.scaling_sim import RateFn, simulate
+from spark_governor.bench.scaling_sim_control import Controller, StaticPolicy
+from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import SafetyConfig
 

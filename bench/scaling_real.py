@@ -19,7 +19,7 @@ executor start, which takes 10–25 s on such a machine.
 Metrics per run (the same names as ``bench scaling``):
 
 * ``slo_attainment_windows``: share of constraint spans whose true mean record latency (rows that
-  arrived in the span; ``bench.scaling_sim.span_truths`` on the rate schedule as written and the
+  arrived in the span; ``bench.latency_truth.span_truths`` on the rate schedule as written and the
   batches' trigger times and durations from the query's progress) is ≤ the bound;
   ``plane_attainment``: the same as the control plane measures it (batches assigned to the span
   they completed in, latency estimated as trigger gap / 2 + processing; spans without a completed
@@ -44,9 +44,11 @@ from typing import Callable, Optional
 import numpy as np
 import requests
 
+from spark_governor.api.processes import wait_for
+from spark_governor.bench.latency_truth import span_truths
 from spark_governor.bench.scaling import count_oscillations
-from spark_governor.bench.scaling_sim import Action, span_truths
-from spark_governor.bench.standalone import Driver, StandaloneCluster, wait_for
+from spark_governor.bench.scaling_sim_model import Action
+from spark_governor.bench.standalone import Driver, StandaloneCluster
 
 TOKEN = "bench-scaling-real"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -29,7 +29,8 @@ from pydantic import Field
 from spark_governor.policies.base import JobView, Policy, Proposal
 from spark_governor.policies.partitioning.base import stable_hashes
 from spark_governor.policies.partitioning.routing_plan import keep_new, plan_with_margin
-from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, Stats, algorithm, assignment, instance_loads
+from spark_governor.policies.partitioning.routing_planners import algorithm
+from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, Stats, assignment, instance_loads
 from spark_governor.policies.partitioning.spark_hash import spark_partition
 from spark_governor.policies.plan_inputs import measured_balance, unplanned_batches
 from spark_governor.policies.safety import SafetyConfig

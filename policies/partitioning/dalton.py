@@ -1,228 +1,46 @@
 """Dalton: learned (contextual-bandit) partitioning of heavy hitters, hash for the rest
-(Zapridou, Mytilinis, Ailamaki, PVLDB 16(3) 2022; digest 001).
+(Zapridou, Mytilinis, Ailamaki, PVLDB 16(3) 2022; digest 001) — the micro-batch agent.
 
-Two agents share the bandit arithmetic of §3.1–3.2 (digest §2.2–2.3):
+:class:`MicroBatchAgent` — the micro-batch variant of §3.4 (digest §2.7, §8.2) with the driver
+as the agent: it sees the whole batch first, so its statistics window is the batch itself
+(heavy hitter iff count ≥ batch tuples / n, digest §8.2), rows live for the current and the next
+batch; cold tuples are routed vectorised (numpy, ``hash(k) mod n``) and then the hot tuples are
+decided in arrival order **per block of consecutive tuples of one key** (one ε-greedy
+decision, one reward and one Eq. 5 update per block; digest §7.10 "block decision mode", a
+documented deviation; ``block=1`` is the exact per-tuple bandit). The block is ``block`` tuples
+when fixed, else ⌈count/decisions_per_key⌉ (default 4096 decisions per hot key and batch), so a
+10^6-tuple batch costs a bounded number of Python steps. Loads and fragmentation are
+per micro-batch by default (digest §7.11); ``load_window`` > 1 keeps the load of that many
+batches (Subtract-on-Evict).
 
-- :class:`TupleAgent` — Algorithm 1 tuple-at-a-time with the window bookkeeping of §3.3 (digest
-  §2.5/§2.6): sliding application window ``window`` with slide ``slide`` (head + ⌈W/s⌉−1 past
-  slides, Subtract-on-Evict loads, refcounted fragmentation masks), tumbling statistics window
-  ``stats_win``. Time is whatever order attribute the caller passes (tuple index in the tests,
-  digest §7.21). This is the paper-exact reference: the digest's trace (§6.2) and convergence
-  (§6.6) oracles run on it.
-- :class:`MicroBatchAgent` — the micro-batch variant of §3.4 (digest §2.7, §8.2) with the driver
-  as the agent: it sees the whole batch first, so its statistics window is the batch itself
-  (heavy hitter iff count ≥ batch tuples / n, digest §8.2), rows live for the current and the next
-  batch; cold tuples are routed vectorised (numpy, ``hash(k) mod n``) and then the hot tuples are
-  decided in arrival order **per block of consecutive tuples of one key** (one ε-greedy
-  decision, one reward and one Eq. 5 update per block; digest §7.10 "block decision mode", a
-  documented deviation; ``block=1`` is the exact per-tuple bandit). The block is ``block`` tuples
-  when fixed, else ⌈count/decisions_per_key⌉ (default 4096 decisions per hot key and batch), so a
-  10^6-tuple batch costs a bounded number of Python steps. Loads and fragmentation are
-  per micro-batch by default (digest §7.11); ``load_window`` > 1 keeps the load of that many
-  batches (Subtract-on-Evict).
-
-Cooperative agents (§4.1, digest §2.8): :func:`merge_q_tables` is the QtableReducer with the
-**normalised** frequency-weighted average (digest §7.12; the printed, non-normalised formula with
-``normalized=False``), :class:`AdaptiveSync` the DSYNC protocol with the artifact's halving rule
-(digest §6.5, §7.16) and bounds, :meth:`MicroBatchAgent.sync_message` / :meth:`MicroBatchAgent.
-receive_global` the SYNC/feedback exchange including the AWAIT reward buffer (Alg. 2 l. 19).
+In the cooperative mode (§4.1, digest §2.8), :meth:`MicroBatchAgent.sync_message` /
+:meth:`MicroBatchAgent.receive_global` are the agent's side of the SYNC/feedback exchange
+including the AWAIT reward buffer (Alg. 2 l. 19); the reducer is ``dalton_cooperative``.
 Key forwarding (§4.2, digest §2.9 and §7.18): :meth:`MicroBatchAgent.forwardable` names the keys
 whose combiner partial is final (never bandit-routed in the window).
 
-Units: loads and counts are tuples; times are the caller's order attribute (tuples or batch ids);
-DSYNC is in the caller's time unit (batches in Spark). Randomness: a ``random.Random`` per agent,
-seeded from ``seed`` (and the batch id in micro-batch mode, digest §7.20), so plans are
-reproducible. Pure: no Spark imports.
+Beside it: the bandit arithmetic of §3.1–3.2 (``dalton_bandit``), the paper-exact tuple-at-a-time
+agent of Algorithm 1 (``dalton_tuple_agent``), the cooperative reducer and DSYNC
+(``dalton_cooperative``), the registered partitioner (``dalton_plan``).
+
+Units: loads and counts are tuples; times are batch ids. Randomness: a ``random.Random`` per
+batch, seeded from ``seed`` and the batch id (digest §7.20), so plans are reproducible. Pure: no
+Spark imports.
 """
 from __future__ import annotations
 
-import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["reward", "q_update", "greedy", "TupleAgent", "MicroBatchAgent", "BatchRouting",
-           "SyncMessage", "merge_q_tables", "replay_rewards", "AdaptiveSync"]
+from spark_governor.policies.partitioning.dalton_bandit import EPSILON, GAMMA, P1, P2, Q_INIT, _popcount, greedy, reward
+from spark_governor.policies.partitioning.dalton_cooperative import SyncMessage, replay_rewards
 
-GAMMA = 0.1
-EPSILON = 0.1
-P1 = P2 = 0.5
-Q_INIT = -2.0
+__all__ = ["MicroBatchAgent", "BatchRouting"]
 
-
-# -- the bandit arithmetic (§3.1–3.2) --------------------------------------------------------------
-
-def reward(loads_after: Sequence[float], action: int, fragmentation: int,
-           p1: float = P1, p2: float = P2) -> float:
-    """R = −(p1·CI + p2·CA) (Eqs. 3–4), taken **after** the tuple was assigned to ``action``
-    (digest §7.1): CI = (L_a − L̄)/max(L_a, L̄), CA = ‖X(k)‖/n. ``loads_after`` are the window
-    loads in tuples, ``fragmentation`` the number of combiners holding the key in the window."""
-    n = len(loads_after)
-    la = float(loads_after[action])
-    mean = float(sum(loads_after)) / n
-    denom = max(la, mean)
-    ci = (la - mean) / denom if denom > 0 else 0.0
-    return -(p1 * ci + p2 * fragmentation / n)
-
-
-def q_update(q: float, r: float, gamma: float = GAMMA) -> float:
-    """Eq. 5: Q ← Q + γ·(R − Q) (constant step size)."""
-    return q + gamma * (r - q)
-
-
-def greedy(row: Sequence[float], hashed: int) -> int:
-    """argmax of a Q-row; ties go to ``hashed`` (= hash(k)), then to the lowest index (digest §7.8)."""
-    best = max(row)
-    return hashed if row[hashed] == best else list(row).index(best)
-
-
-def _choose(row: list[float], hashed: int, n: int, epsilon: float, rng: random.Random) -> int:
-    """ε-greedy: uniform over all n combiners with probability ε (digest §7.9), else greedy."""
-    if epsilon > 0 and rng.random() < epsilon:
-        return rng.randrange(n)
-    return greedy(row, hashed)
-
-
-# -- tuple-at-a-time Dalton (Algorithm 1, §3.3) ----------------------------------------------------
-
-class TupleAgent:
-    """Single-partitioner Dalton, one decision per tuple (digest §2.5, paper semantics).
-
-    ``hash_fn(key) -> combiner`` routes cold keys (and breaks greedy ties). ``strict`` uses the
-    artifact's ``count > thr`` instead of Def. 3.3's ``≥`` (digest §7.2). The first statistics
-    window has threshold +∞ (§7.3); an empty previous window keeps the last non-empty total
-    (§7.4). A row is valid while ``t < exp`` with exp = end of the next statistics window (§7.6).
-    """
-
-    def __init__(self, n: int, window: float, slide: float, stats_win: Optional[float] = None, *,
-                 hash_fn: Callable[[Hashable], int], seed: int = 0, t0: float = 0.0,
-                 gamma: float = GAMMA, epsilon: float = EPSILON, p1: float = P1, p2: float = P2,
-                 q_init: float = Q_INIT, strict: bool = False, rng: Optional[random.Random] = None):
-        if n < 1 or window <= 0 or slide <= 0 or window < slide:
-            raise ValueError("need n >= 1 and window >= slide > 0")
-        self.n, self.gamma, self.epsilon, self.p1, self.p2, self.q_init = n, gamma, epsilon, p1, p2, q_init
-        self.hash_fn, self.strict = hash_fn, strict
-        self.rng = rng if rng is not None else random.Random(seed)
-        self.slide = slide
-        self.stats_win = slide if stats_win is None else stats_win
-        self.past_slides = math.ceil(window / slide) - 1
-        # sliding-window loads (Subtract-on-Evict) and fragmentation (head + refcounted aggregate)
-        self.head_load = [0] * n
-        self.past_loads: deque[list[int]] = deque()
-        self.past_sum = [0] * n
-        self.head_frag: dict = {}
-        self.past_frags: deque[dict] = deque()
-        self.agg_mask: dict = {}
-        self.agg_ref: dict = {}
-        self.next_slide = t0 + slide
-        # statistics window
-        self.freq: dict = {}
-        self.stats_total = 0
-        self.last_nonempty_total = 0
-        self.thr = math.inf
-        self.hot_now: set = set()
-        self.next_stats = t0 + self.stats_win
-        # bandit
-        self.Q: dict = {}
-        self.exp: dict = {}
-        self.bandit_decisions = 0
-
-    # window bookkeeping (§3.3)
-    def _advance(self, t: float) -> None:
-        while t >= self.next_stats:
-            if self.stats_total > 0:
-                self.last_nonempty_total = self.stats_total
-            self.thr = self.last_nonempty_total / self.n if self.last_nonempty_total else math.inf
-            self.freq.clear(); self.stats_total = 0; self.hot_now.clear()
-            boundary = self.next_stats
-            for k in [k for k, e in self.exp.items() if e <= boundary]:
-                del self.Q[k], self.exp[k]
-            self.next_stats += self.stats_win
-        while t >= self.next_slide:
-            for k, m in self.head_frag.items():
-                self.agg_mask[k] = self.agg_mask.get(k, 0) | m
-                ref = self.agg_ref.setdefault(k, [0] * self.n)
-                for i in _bits(m):
-                    ref[i] += 1
-            self.past_loads.append(self.head_load)
-            self.past_sum = [a + b for a, b in zip(self.past_sum, self.head_load)]
-            self.past_frags.append(self.head_frag)
-            while len(self.past_loads) > self.past_slides:
-                old = self.past_loads.popleft()
-                self.past_sum = [a - b for a, b in zip(self.past_sum, old)]
-                for k, m in self.past_frags.popleft().items():
-                    ref = self.agg_ref[k]
-                    for i in _bits(m):
-                        ref[i] -= 1
-                        if ref[i] == 0:
-                            self.agg_mask[k] &= ~(1 << i)
-                    if self.agg_mask[k] == 0:
-                        del self.agg_mask[k], self.agg_ref[k]
-            self.head_load = [0] * self.n
-            self.head_frag = {}
-            self.next_slide += self.slide
-
-    def window_loads(self) -> list[int]:
-        """L_w: tuples per combiner in the current window (head + past slides)."""
-        return [a + b for a, b in zip(self.head_load, self.past_sum)]
-
-    def fragmentation(self, key) -> int:
-        """‖X_w(k)‖: combiners holding ``key`` in the window."""
-        return _popcount(self.head_frag.get(key, 0) | self.agg_mask.get(key, 0))
-
-    def is_hot(self, key, t: float) -> bool:
-        """Def. 3.3 with the current/next-window rule; updates the hot set and Q-rows."""
-        c = self.freq[key]
-        if key in self.hot_now:
-            return True
-        if (c > self.thr) if self.strict else (c >= self.thr):
-            self.hot_now.add(key)
-            self.Q.setdefault(key, [self.q_init] * self.n)
-            self.exp[key] = self.next_stats + self.stats_win
-            return True
-        if key in self.Q and t < self.exp[key]:
-            return True
-        self.Q.pop(key, None); self.exp.pop(key, None)
-        return False
-
-    def on_tuple(self, t: float, key, explore_to: Optional[int] = None) -> int:
-        """Route one tuple at time ``t``; returns the combiner. ``explore_to`` forces an exploratory
-        choice (for scripted traces); otherwise ε-greedy with the agent's RNG."""
-        self._advance(t)
-        self.freq[key] = self.freq.get(key, 0) + 1
-        self.stats_total += 1
-        h = self.hash_fn(key)
-        hot = self.is_hot(key, t)
-        if hot:
-            row = self.Q[key]
-            a = explore_to if explore_to is not None else _choose(row, h, self.n, self.epsilon, self.rng)
-        else:
-            a = h
-        self.head_load[a] += 1
-        self.head_frag[key] = self.head_frag.get(key, 0) | (1 << a)
-        if hot:
-            self.bandit_decisions += 1
-            r = reward(self.window_loads(), a, self.fragmentation(key), self.p1, self.p2)
-            row[a] = q_update(row[a], r, self.gamma)
-        return a
-
-
-def _bits(mask: int):
-    i = 0
-    while mask:
-        if mask & 1:
-            yield i
-        mask >>= 1; i += 1
-
-
-def _popcount(mask: int) -> int:
-    return mask.bit_count()
-
-
-# -- micro-batch Dalton, driver as the agent (§3.4) ------------------------------------------------
 
 @dataclass(frozen=True)
 class BatchRouting:
@@ -236,20 +54,6 @@ class BatchRouting:
     hot: np.ndarray
     decisions: int
     dest: Optional[np.ndarray] = None
-
-
-@dataclass
-class SyncMessage:
-    """SYNC of one partitioner (§4.1): its Q-rows, records since the last sync, top-n key
-    frequencies, row expirations, the per-combiner load since the last sync (digest §7.14) and
-    the request to double DSYNC."""
-
-    q: dict
-    records: int
-    top: dict
-    exp: dict = field(default_factory=dict)
-    loads: Optional[list] = None
-    request_double: bool = False
 
 
 class MicroBatchAgent:
@@ -472,79 +276,3 @@ def _positions_by_key(arrival: np.ndarray, hot: np.ndarray, counts: np.ndarray) 
     s = slot[arrival]
     pos = np.nonzero(s >= 0)[0]
     return pos[np.argsort(s[pos], kind="stable")]
-
-
-# -- QtableReducer (§4.1) ---------------------------------------------------------------------------
-
-def merge_q_tables(messages: Sequence[SyncMessage], n: int, *, normalized: bool = True,
-                   q_init: float = Q_INIT, now: float = 0.0, sync_interval: float = 1.0):
-    """Global Q̄, GL, expirations and the global load vector from the partitioners' SYNCs.
-
-    GL = Σ records. Global heavy hitters: summed top-n frequency ≥ GL/n (digest §7.2 uses ≥).
-    Q̄ holds the global HH ∪ the unexpired local rows (digest §7.13, exp = max over partitioners;
-    a new global HH without any local row gets a fresh row of ``q_init`` expiring at
-    ``now + sync_interval``). ``normalized=True``: Q̄(k,i) = Σ_j f_j(k)·Q_j(k,i) / Σ_j f_j(k) over
-    the partitioners **having** a row for k (digest §7.12); ``False``: the printed
-    Σ_j (f_j(k)/GL)·Q_j(k,i) / P. Partitioners with a row but no frequency for k (k outside
-    their top-n) get weight 0 unless no one reports k, then an unweighted mean."""
-    gl = sum(m.records for m in messages)
-    P = len(messages)
-    freq: dict = {}
-    for m in messages:
-        for k, f in m.top.items():
-            freq[k] = freq.get(k, 0) + f
-    global_hh = {k for k, f in freq.items() if gl > 0 and f >= gl / n}
-    keys = set(global_hh)
-    exp: dict = {}
-    for m in messages:
-        for k, e in m.exp.items():
-            if e > now:
-                keys.add(k)
-                exp[k] = max(exp.get(k, e), e)
-    qbar: dict = {}
-    for k in sorted(keys, key=str):
-        holders = [m for m in messages if k in m.q]
-        if not holders:
-            qbar[k] = [q_init] * n
-            exp[k] = max(exp.get(k, now + sync_interval), now + sync_interval)
-            continue
-        weights = [float(m.top.get(k, 0)) for m in holders]
-        if normalized:
-            wsum = sum(weights)
-            if wsum == 0:
-                weights, wsum = [1.0] * len(holders), float(len(holders))
-            qbar[k] = [sum(w * m.q[k][i] for w, m in zip(weights, holders)) / wsum for i in range(n)]
-        else:
-            qbar[k] = [sum((w / gl) * m.q[k][i] for w, m in zip(weights, holders)) / P for i in range(n)]
-        if k in global_hh:
-            exp[k] = max(exp.get(k, now + sync_interval), now + sync_interval)
-    loads = None
-    if all(m.loads is not None for m in messages) and messages:
-        loads = np.sum([m.loads for m in messages], axis=0).tolist()
-    return qbar, gl, exp, loads
-
-
-def replay_rewards(q: dict, buffered: Iterable[tuple], gamma: float = GAMMA) -> dict:
-    """Alg. 2 l. 19: apply buffered (key, combiner, reward) through Eq. 5 on top of Q̄ (in place)."""
-    for k, a, r in buffered:
-        if k in q:
-            q[k][a] = q_update(q[k][a], r, gamma)
-    return q
-
-
-class AdaptiveSync:
-    """Adaptive DSYNC (§4.1, digest §6.5/§7.16): double on any partitioner's request (the max of
-    the proposals), halve when the reducer's idle time exceeds twice its processing time and
-    nobody asked for more; clamp to [lower, upper] (units: the caller's, batches in Spark)."""
-
-    def __init__(self, initial: float, lower: float = 1.0, upper: float = math.inf):
-        if not lower <= initial <= upper:
-            raise ValueError("need lower <= initial <= upper")
-        self.dsync, self.lower, self.upper = initial, lower, upper
-
-    def update(self, requests_double: Sequence[bool], idle: float, processing: float) -> float:
-        if any(requests_double):
-            self.dsync = min(self.upper, self.dsync * 2)
-        elif idle > 2 * processing:
-            self.dsync = max(self.lower, self.dsync / 2)
-        return self.dsync

@@ -2,7 +2,7 @@
 digest 003 §3.8), instead of on individual keys.
 
 A record ``(d_next, d_cur, d_hash, c, S)`` stands for n keys that share the five values
-(:class:`routing_table.CompactRecords`); with the §3.9 discretisation of c and S
+(:class:`CompactRecords`); with the §3.9 discretisation of c and S
 (``Stats(discretisation_r=r)``) a skewed key space collapses into few records, and the work of
 Phases I and II no longer grows with the number of keys:
 
@@ -18,7 +18,7 @@ Phases I and II no longer grows with the number of keys:
   its (d_cur, d_hash, c, S) group move (the lowest key indices first, the per-key algorithms'
   tie-break); A' holds the keys whose final instance differs from h(k).
 
-Equivalence with the per-key algorithms (``routing_table``) on the same (discretised) statistics:
+Equivalence with the per-key algorithms (``routing_llfd``, ``routing_planners``) on the same (discretised) statistics:
 every step depends on keys only through c (loads, the fit test, Adjust) or through (c, S) (the γ
 and C_mem orders), and keys with equal values are interchangeable, so MinTable, MinMig and LLFD
 give the per-key loads; when equal keys of one group interleave with other keys in the per-key
@@ -36,14 +36,74 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
-from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, UNASSIGNED, CompactRecords, RoutingPlan,
-                                                 Stats, _bound, _evaluate, assignment, fewest_keys, llfd_target)
+from spark_governor.policies.partitioning.routing_llfd import fewest_keys, llfd_target
+from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, RoutingPlan, Stats, _bound,
+                                                                _evaluate, assignment)
+
+__all__ = ["CompactRecords", "UNASSIGNED", "KeySpace", "Orders", "plan_records", "compact_plan", "llfd_compact",
+           "min_table_compact", "min_mig_compact"]
 
 Record = tuple  # (d_next, d_cur, d_hash, c, S)
+
+
+UNASSIGNED = -1   # the paper's ⊥ (disassociated, waiting in C)
+
+
+class CompactRecords:
+    """Records (d_next, d_cur, d_hash, c, S, n): n keys sharing the five values (§3.8).
+    Identical records are merged by summing n; :meth:`take` splits a record when only m < n of
+    its keys are selected (digest §3.8, [D])."""
+
+    def __init__(self):
+        self.records: dict[tuple, int] = {}
+
+    @classmethod
+    def from_stats(cls, stats: Stats) -> "CompactRecords":
+        out = cls()
+        owner = assignment(stats.hashed, stats.table)
+        for k in range(stats.keys):
+            out.add((int(owner[k]), int(owner[k]), int(stats.hashed[k]), float(stats.cost[k]), float(stats.state[k])), 1)
+        return out
+
+    def add(self, rec: tuple, n: int) -> None:
+        if n:
+            self.records[rec] = self.records.get(rec, 0) + n
+
+    def take(self, rec: tuple, m: int, d_next: int) -> tuple:
+        """Move m of the n keys of ``rec`` to ``d_next`` (⊥ = UNASSIGNED); returns the new record."""
+        n = self.records[rec]
+        if not 0 < m <= n:
+            raise ValueError(f"cannot take {m} of {n} keys")
+        if m == n:
+            del self.records[rec]
+        else:
+            self.records[rec] = n - m
+        new = (d_next,) + rec[1:]
+        self.add(new, m)
+        return new
+
+    def move_back(self, rec: tuple, m: Optional[int] = None) -> tuple:
+        """Phase I on records: d_next := d_hash."""
+        return self.take(rec, self.records[rec] if m is None else m, rec[2])
+
+    def loads(self, instances: int) -> np.ndarray:
+        """L(d) = Σ c·n over records with d_next = d (⊥ excluded)."""
+        out = np.zeros(instances)
+        for (dn, _, _, c, _), n in self.records.items():
+            if dn != UNASSIGNED:
+                out[dn] += c * n
+        return out
+
+    @property
+    def keys(self) -> int:
+        return sum(self.records.values())
+
+    def __len__(self) -> int:
+        return len(self.records)
 
 
 class Orders:

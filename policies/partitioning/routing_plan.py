@@ -32,8 +32,8 @@ from pydantic import Field
 
 from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, PlanError, stable_hashes
 from spark_governor.policies.partitioning.registry import register
-from spark_governor.policies.partitioning.routing_table import (BETA, THETA_MAX, algorithm, RoutingPlan, Stats, assignment,
-                                                 instance_loads)
+from spark_governor.policies.partitioning.routing_planners import algorithm
+from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, RoutingPlan, Stats, assignment, instance_loads
 
 
 def crc32_instances(keys, partitions: int) -> np.ndarray:

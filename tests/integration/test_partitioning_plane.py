@@ -9,7 +9,8 @@ from spark_governor.aggregators import db
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.partition_data import zipf_counts
 from spark_governor.bench.reports import gz
-from spark_governor.collectors.partition_plan import PlanRunner, realize
+from spark_governor.collectors.partition_plan import PlanRunner
+from spark_governor.collectors.plan_placement import realize
 from spark_governor.policies.partitioning.base import KeyCounts
 from spark_governor.policies.wire import MAX_KEY_COUNTS
 

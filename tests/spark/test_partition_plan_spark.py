@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from spark_governor.collectors.partition_plan import PlanRunner, placement_for, realize, tag_blocks
+from spark_governor.collectors.partition_plan import PlanRunner
+from spark_governor.collectors.plan_placement import placement_for, realize, tag_blocks
 from spark_governor.policies.partitioning.base import KeyCounts
 from spark_governor.policies.partitioning.registry import get_partitioner
 

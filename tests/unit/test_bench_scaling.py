@@ -23,15 +23,9 @@ from spark_governor.bench.scaling import (
     run_scaling_bench,
     static,
 )
-from spark_governor.bench.scaling_sim import (
-    Action,
-    Controller,
-    SimParams,
-    Simulation,
-    StaticPolicy,
-    list_schedule,
-    simulate,
-)
+from spark_governor.bench.scaling_sim import Simulation, simulate
+from spark_governor.bench.scaling_sim_control import Controller, StaticPolicy
+from spark_governor.bench.scaling_sim_model import Action, SimParams, list_schedule
 from spark_governor.policies.base import Policy, Proposal
 from spark_governor.policies.safety import SafetyConfig
 

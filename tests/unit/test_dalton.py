@@ -9,8 +9,10 @@ from collections import deque
 import numpy as np
 import pytest
 
-from spark_governor.policies.partitioning.dalton import (AdaptiveSync, MicroBatchAgent, SyncMessage, TupleAgent,
-                                          merge_q_tables, replay_rewards, reward, q_update)
+from spark_governor.policies.partitioning.dalton import MicroBatchAgent
+from spark_governor.policies.partitioning.dalton_bandit import q_update, reward
+from spark_governor.policies.partitioning.dalton_cooperative import AdaptiveSync, SyncMessage, merge_q_tables, replay_rewards
+from spark_governor.policies.partitioning.dalton_tuple_agent import TupleAgent
 
 
 def mod(n):

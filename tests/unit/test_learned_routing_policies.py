@@ -13,7 +13,7 @@ from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.partitioning.base import KeyCounts
 from spark_governor.policies.partitioning.registry import get_partitioner
 from spark_governor.policies.partitioning.spark_hash import spark_partition
-from spark_governor.collectors.partition_plan import realize
+from spark_governor.collectors.plan_placement import realize
 
 
 def batch(i, key_counts, P=4, other_keys=0, other_tuples=0, block_loads=()):

@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from spark_governor.policies.partitioning.routing_compact import KeySpace, llfd_compact, min_mig_compact, min_table_compact
-from spark_governor.policies.partitioning.routing_table import CompactRecords, Stats, llfd, min_mig, min_table, mixed
+from spark_governor.policies.partitioning.routing_compact import (CompactRecords, KeySpace, llfd_compact, min_mig_compact,
+                                                                  min_table_compact)
+from spark_governor.policies.partitioning.routing_llfd import llfd
+from spark_governor.policies.partitioning.routing_planners import min_mig, min_table, mixed
+from spark_governor.policies.partitioning.routing_table import Stats
 from tests.unit.test_routing_table import O1, O2, instances
 
 
@@ -100,7 +103,7 @@ def test_discretised_key_space_plans_on_few_records():
 def test_compact_switch_in_partitioner_and_policy():
     from spark_governor.policies.partitioning.registry import get_partitioner
     from spark_governor.policies.partitioning.routing_compact import min_table_compact as mtc
-    from spark_governor.policies.partitioning.routing_table import algorithm
+    from spark_governor.policies.partitioning.routing_planners import algorithm
     from spark_governor.policies.registry import get_policy, validate_config
     from spark_governor.policies.partitioning.spark_hash import spark_partition
     from tests.unit.test_learned_routing_policies import _spark_skew, batch, view

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spark_governor.policies.partitioning.routing_table import (UNASSIGNED, CompactRecords, Stats, _mixed_trial, _rank,
-                                                 assignment, discretise, discretised_values, gamma_order,
-                                                 hlhe_representatives, llfd, memory_order, min_mig,
-                                                 min_table, mixed, mixed_bf, simple)
+from spark_governor.policies.partitioning.routing_compact import UNASSIGNED, CompactRecords
+from spark_governor.policies.partitioning.routing_discretise import discretise, discretised_values, hlhe_representatives
+from spark_governor.policies.partitioning.routing_llfd import llfd
+from spark_governor.policies.partitioning.routing_planners import _mixed_trial, min_mig, min_table, mixed, mixed_bf, simple
+from spark_governor.policies.partitioning.routing_table import Stats, _rank, assignment, gamma_order, memory_order
 
 
 def ids(*ks):

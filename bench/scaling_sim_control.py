@@ -1,0 +1,299 @@
+"""The control plane of ``bench scaling``, on in-memory state: the statistics it keeps of the simulated
+job (``bench.scaling_sim``), the view a policy gets and the governor's steps, with the executor
+policies plugged in unchanged (:class:`Controller`, :class:`StaticPolicy`).
+
+* Control: every ``eval_interval_s`` the steps of ``api.governor.Governor._evaluate_policy`` run on
+  in-memory state instead of SQL: build the ``JobView`` (completed batches of the last hour, at most
+  500; the directive and whether it was applied; registered executors; time of the latest
+  decision), judge applied decisions due for their effectiveness check (``policy.observe`` +
+  ``judge_effect`` + ``next_history``), ``policy.evaluate``, ``safety.guard``, then issue the
+  directive (``next_history`` with the direction). A directive is *applied* once the registered
+  executors equal its value; a newer directive supersedes a pending one.
+* Statistics, as the control plane keeps them (``aggregators.ingest``, ``aggregators.queries``,
+  ``aggregators.view``): every task is folded into the statistics window (``window_ms``, aligned
+  on t = 0) of its finish time as soon as it finishes (also the tasks of the batch still
+  running): tasks, busy slot time (Σ service), records in, service and task-latency (finish −
+  stage submission) moments and the partitions seen; every completed stage into the window of its
+  completion: launch interarrival within the stage (ms timestamps), makespan (completion −
+  submission), task count and slots. The view's stage (key ``batch``) merges the latest
+  ⌈span/window⌉ windows that have tasks, like ``aggregators.view.build_view``: utilization = busy
+  / (min(tasks, slots) × window) of the latest window and per window (``utilization_windows``),
+  mean and CV of service, CV of launch interarrival, ``wait_mean_s`` = mean makespan − mean
+  service (``aggregators.view._wait``), ``max_tasks`` = partitions. Statistics are visible at
+  once (no reporting delay); a window that starts at the evaluation time itself (it can only hold
+  tasks finishing at that very millisecond) is left out, so with evaluations on window boundaries
+  the latest window of a view is always complete (a real control plane evaluating mid-window
+  also sees a partial latest window, with a low utilization).
+* Latency constraint (``aggregators.constraints.measure`` on the whole query): bound
+  ``constraint_bound_s`` (default: the SLO target); measured latency = mean over the last
+  round(span/5 s) complete 5 s spans of the mean record latency of the batches completed in the
+  span, estimated as trigger gap / 2 + processing (``aggregators.latency``: the estimate the
+  control plane uses without an event-time column). Note the difference to the bench's SLO,
+  which bounds the latency of a batch's *oldest* row (gap + processing).
+
+Only the ``executors`` knob is actuated; proposals for other knobs are ignored. Units: t in integer
+milliseconds since the source started, seconds in the view and in the issued ``Action`` records
+(``bench.scaling_sim_model``).
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from spark_governor.aggregators.latency import BatchLatency, span_latencies
+from spark_governor.aggregators.view import _wait as stage_wait
+from spark_governor.aggregators.welford import Moments
+from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
+from spark_governor.policies.base import (
+    BatchStats,
+    ConstraintStats,
+    DirectiveState,
+    JobView,
+    Policy,
+    PolicyConfig,
+    Proposal,
+    StageStats,
+)
+from spark_governor.policies.safety import KnobHistory, SafetyConfig, guard, judge_effect, next_history
+
+__all__ = ["KNOB", "StaticPolicy", "Controller", "SimControlPlane"]
+
+KNOB = "executors"
+
+
+class StaticPolicy(Policy):
+    """Proposes nothing: the executors stay at the controller's initial count."""
+
+    name = "static"
+    knobs = (KNOB,)
+    Config = SafetyConfig
+
+    def evaluate(self, view: JobView, config: PolicyConfig) -> list[Proposal]:
+        return []
+
+
+@dataclass(frozen=True)
+class Controller:
+    """What decides the executors: a policy, its validated config and the starting count."""
+
+    policy: Policy
+    config: SafetyConfig
+    initial_executors: int
+
+
+@dataclass
+class _Window:
+    """One statistics window of the stage (runtime windows merged, plus the template window)."""
+
+    partitions: np.ndarray  # bool per partition: had a task finishing in the window
+    tasks: int = 0
+    busy_s: float = 0.0
+    records: int = 0
+    service: Moments = Moments()
+    latency: Moments = Moments()
+    stages: int = 0  # stage runs completed in the window
+    max_num_tasks: int = 0
+    max_slots: int = 0
+    launch: Moments = Moments()  # launch interarrival within a stage (s)
+    makespan: Moments = Moments()
+
+
+@dataclass
+class _Decision:
+    created: int
+    old: Any
+    new: Any
+    inputs: dict
+    prediction: dict
+    version: int
+    status: str = "issued"  # issued | applied | superseded
+    applied: int | None = None
+    judged: bool = False
+    effective: bool | None = None
+
+
+class SimControlPlane:
+    """The control plane of one simulated job: statistics windows, the completed batches (``stats``),
+    the view, and the governor's steps for the job's one policy (``controller``)."""
+
+    def __init__(self, controller: Controller, params: SimParams):
+        self.p, self.c = params, controller
+        self.stats: list[BatchStats] = []
+        self.actions: list[Action] = []
+        self.decisions: list[_Decision] = []
+        self.directive: DirectiveState | None = None
+        self.history = KnobHistory()
+        self.last_decision: int | None = None
+        self.holds = 0
+        self.windows: dict[int, _Window] = {}  # window start (ms) -> statistics
+        self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
+
+    # -- statistics (aggregators.ingest folding) ----------------------------------------------
+    def _window(self, start: int) -> _Window:
+        w = self.windows.get(start)
+        if w is None:
+            w = self.windows[start] = _Window(np.zeros(self.p.partitions, dtype=bool))
+        return w
+
+    def fold_tasks(self, r: _Running | None, t: int) -> None:
+        """Fold the running stage's tasks (``r``) finished by ``t`` into the windows of their finish times."""
+        if r is None or r.tasks is None:
+            return
+        k = r.tasks
+        upto = int(np.searchsorted(k.finish_ms, t, side="right"))
+        if upto <= k.folded:
+            return
+        sl = slice(k.folded, upto)
+        fin, svc = k.finish_ms[sl], k.service_s[sl]
+        win = fin - fin % self.p.window_ms
+        for start in np.unique(win).tolist():
+            m = win == start
+            w = self._window(start)
+            w.partitions[k.partition[sl][m]] = True
+            w.tasks += int(m.sum())
+            w.busy_s += float(svc[m].sum())
+            w.records += int(k.rows[sl][m].sum())
+            w.service = w.service.merge(Moments.of(svc[m]))
+            w.latency = w.latency.merge(Moments.of((fin[m] - r.submitted) / 1000.0))
+        k.folded = upto
+
+    def fold_stage(self, r: _Running) -> None:
+        """Fold the completed stage into the window of its completion (aggregators.ingest._fold_stages)."""
+        launches = np.sort(r.tasks.launch_ms)
+        w = self._window(r.end - r.end % self.p.window_ms)
+        w.stages += 1
+        w.max_num_tasks = max(w.max_num_tasks, self.p.partitions)
+        w.max_slots = max(w.max_slots, min(self.p.partitions, r.executors * self.p.cores_per_executor + len(r.joins)))
+        w.launch = w.launch.merge(Moments.of(np.diff(launches) / 1000.0))
+        w.makespan = w.makespan.merge(Moments.of([(r.end - r.submitted) / 1000.0]))
+
+    # -- control (mirrors api.governor.Governor._evaluate_policy) ---------------------------
+    def check_applied(self, t: int, registered: int) -> None:
+        """The executors settled at ``registered`` (no request or release outstanding): the pending
+        directive is applied when it asked for that many."""
+        d = self.directive
+        if d is None or d.status == "applied" or registered != d.value:
+            return
+        self.directive = replace(d, status="applied", applied_version=d.version)
+        for dec in self.decisions:
+            if dec.version == d.version and dec.status == "issued":
+                dec.status, dec.applied = "applied", t
+
+    def stage_stats(self, t: int, span_s: float, registered: int) -> tuple[StageStats, ...]:
+        """The stage over the last ``span_s`` seconds, as ``aggregators.view.build_view`` builds it
+        (``registered`` executors; the tasks finished by ``t`` folded already)."""
+        wms = self.p.window_ms
+        for old in [s for s in self.windows if s < t - 3_600_000]:
+            del self.windows[old]
+        n_windows = max(1, math.ceil(span_s * 1000 / wms))
+        since = t - int(span_s * 1000)
+        # windows starting at t hold only tasks that finished exactly at t (evaluations fall on window
+        # boundaries here): leave them to the next evaluation, so the latest window is a complete one
+        recent = [s for s in sorted(self.windows) if s < t][-n_windows:]
+        starts = [s for s in recent if s + wms > since and self.windows[s].tasks]
+        if not starts:
+            return ()
+        job_slots = registered * self.p.cores_per_executor
+        per, summary = [], {"service": Moments(), "latency": Moments(), "launch": Moments(), "makespan": Moments()}
+        for s in starts:
+            w = self.windows[s]
+            slots = w.max_slots or job_slots
+            num_tasks = w.max_num_tasks or int(w.partitions.sum())
+            p = min(num_tasks, slots) if slots else num_tasks
+            per.append((w, p, w.busy_s / (p * wms / 1000.0) if p else None))
+            for name in summary:
+                summary[name] = summary[name].merge(getattr(w, name))
+        last, p_last, u_last = per[-1]
+        svc, mk = summary["service"].to_dict(), summary["makespan"].to_dict()
+        wait = stage_wait({"service": svc, "makespan": mk if mk["count"] else None,
+                           "latency": summary["latency"].to_dict()})
+        return (StageStats(
+            key="batch", name="micro-batch stage", tasks=sum(w.tasks for w, _, _ in per),
+            service_mean_s=svc["mean"], latency_mean_s=summary["latency"].to_dict()["mean"],
+            utilization=u_last, parallelism=p_last, records_in_per_second=last.records / (wms / 1000.0),
+            utilization_windows=tuple(u for _, _, u in per if u is not None), service_cv=svc["cv"],
+            arrival_cv=summary["launch"].cv, wait_mean_s=wait,
+            max_tasks=max(int(w.partitions.sum()) for w, _, _ in per) or None,
+            span_s=len(per) * wms / 1000.0),)
+
+    def constraint(self, t: int, span_s: float) -> ConstraintStats:
+        """The whole-query latency constraint as ``aggregators.constraints.measure`` reports it."""
+        c_span = self.p.constraint_span_s
+        span_ms = round(c_span * 1000)
+        spans = max(1, round(span_s / c_span))
+        current = t - t % span_ms
+        since = current - spans * span_ms
+        stats = self.stats
+        while self._lat_from + 1 < len(stats) and \
+                stats[self._lat_from + 1].trigger_ms + round(stats[self._lat_from + 1].processing_s * 1000) < since:
+            self._lat_from += 1  # batches end in order; keep the one before as the previous trigger
+        items = [BatchLatency("sim", b.trigger_ms, b.processing_s, b.num_input_rows) for b in stats[self._lat_from:]]
+        measured = [m for m in span_latencies(items, c_span) if since <= m.start_ms < current]
+        bound = self.p.constraint_bound
+        lat = [m.latency_s for m in measured]
+        return ConstraintStats(
+            name="slo", vertices=None, bound_s=bound, span_s=c_span,
+            latency_s=sum(lat) / len(lat) if lat else None,
+            batching_wait_s=sum(m.wait_s for m in measured) / len(measured) if measured else None,
+            attainment=sum(x <= bound for x in lat) / len(lat) if lat else None,
+            source=measured[-1].source if measured else None)
+
+    def view(self, t: int, registered: int) -> JobView:
+        """The ``JobView`` at ``t`` with ``registered`` executors."""
+        cfg = self.c.config
+        span_s = max(self.p.eval_interval_s * cfg.effectiveness_intervals,
+                     getattr(cfg, "scaling_interval_s", 0) or 0, self.p.window_ms / 1000.0)
+        lo = bisect_left(self.stats, t - 3_600_000, key=lambda b: b.trigger_ms)
+        batches = tuple(self.stats[max(lo, len(self.stats) - 500):])
+        return JobView(job="sim", now_ms=t, window_s=span_s, stages=self.stage_stats(t, span_s, registered),
+                       batches=batches,
+                       directives={KNOB: self.directive} if self.directive else {},
+                       executors=registered, slots=registered * self.p.cores_per_executor,
+                       last_decision_ms={KNOB: self.last_decision} if self.last_decision is not None else {},
+                       constraints=(self.constraint(t, span_s),))
+
+    def _judge(self, view: JobView, t: int) -> None:
+        cfg, policy = self.c.config, self.c.policy
+        due = t - int(cfg.effectiveness_intervals * self.p.eval_interval_s * 1000)
+        for d in self.decisions:
+            if d.status != "applied" or d.judged or d.applied > due:
+                continue
+            observed = policy.observe(view, KNOB, cfg)
+            d.judged, d.effective = True, judge_effect(d.inputs, d.prediction, observed, cfg.effective_fraction)
+            if d.new > d.old and d.effective is not None:
+                before = self.history
+                self.history = next_history(before, effective=d.effective, cfg=cfg)
+                self.holds += self.history.held and not before.held
+
+    def evaluate(self, t: int, view: JobView, actuate: Callable[[int, int], None]) -> None:
+        """One evaluation at ``t`` on ``view``; ``actuate(t, executors)`` sets the job's new target."""
+        policy, cfg = self.c.policy, self.c.config
+        self._judge(view, t)
+        for prop in policy.evaluate(view, cfg):
+            if prop.knob not in policy.knobs:
+                raise ValueError(f"policy {policy.name} proposed knob {prop.knob!r} it does not own")
+            if prop.knob != KNOB:
+                continue
+            current = view.current(KNOB)
+            g = guard(prop.value, current, cfg, self.history, t, self.p.eval_interval_s)
+            if g.value is not None:
+                self._issue(t, prop, current, int(g.value), prop.reason + (f" [{g.note}]" if g.note else ""), actuate)
+
+    def _issue(self, t: int, prop: Proposal, current: int, new: int, reason: str,
+               actuate: Callable[[int, int], None]) -> None:
+        for d in self.decisions:
+            if d.status == "issued":
+                d.status = "superseded"
+        version = (self.directive.version if self.directive else 0) + 1
+        applied = self.directive.applied_version if self.directive else None
+        self.directive = DirectiveState(KNOB, version, new, applied, "pending")
+        self.decisions.append(_Decision(t, current, new, dict(prop.inputs), dict(prop.prediction), version))
+        self.last_decision = t
+        self.history = next_history(self.history, changed_ms=t, direction=int(math.copysign(1, new - current)))
+        self.actions.append(Action(t / 1000.0, current, new, reason))
+        actuate(t, new)
