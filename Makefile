@@ -17,6 +17,7 @@ demo: install
 	$(BIN)/spark-governor demo --seconds 60
 
 test: install
+	$(BIN)/mkdocs build --strict -q -d site
 	$(BIN)/python -m pytest -q
 
 # the quick loop: no Spark, no servers
