@@ -101,6 +101,68 @@ class ConstraintStats:
 
 
 @dataclass(frozen=True)
+class LiveStats:
+    """The job between its micro-batches, as of the view's ``now_ms`` (``aggregators.liveness``).
+
+    From the reporters' query states (at least one a second): ``status`` is ``running`` when a
+    micro-batch is in flight (any query), else ``waiting`` (between triggers, data may be queued),
+    ``idle`` (every query's last trigger found no new data: not stuck) or ``terminated``.
+    ``running_batch_age_s``: age of the oldest micro-batch in flight (None when none is);
+    ``oldest_record_age_s``: age of the oldest record not yet processed, from the sources' offsets
+    (``oldest_record_source`` ``"source"``) or, where no source counts rows, the running batch's age
+    as a lower bound (``"running-batch"``); None when nothing waits. ``backlog_rows``: rows
+    available but not processed, ``backlog_s`` the seconds of work they are at the recent
+    processing rate (rows per second of batch processing time), ``backlog_growth_rows_per_second``
+    the trend of the backlog (least squares over the backlog right after each completed batch in
+    the window; None with fewer than three batches). ``completed_batches``: micro-batches that
+    completed within the view's window."""
+
+    status: str  # running | waiting | idle | terminated
+    observed_ms: int
+    queries: int = 1
+    running_batch_id: Optional[int] = None
+    running_batch_age_s: Optional[float] = None
+    oldest_record_age_s: Optional[float] = None
+    oldest_record_source: Optional[str] = None  # source | running-batch
+    backlog_rows: Optional[float] = None
+    backlog_s: Optional[float] = None
+    processing_rows_per_second: Optional[float] = None
+    arrival_rows_per_second: Optional[float] = None
+    backlog_growth_rows_per_second: Optional[float] = None
+    trigger_interval_s: Optional[float] = None
+    completed_batches: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.status == "idle"
+
+    @property
+    def in_flight_age_s(self) -> Optional[float]:
+        """The larger of the running batch's and the oldest record's age: a lower bound on the
+        latency of records not yet processed (None when nothing is in flight)."""
+        ages = [a for a in (self.running_batch_age_s, self.oldest_record_age_s) if a is not None]
+        return max(ages) if ages else None
+
+    def exceeds(self, bound_s: float) -> bool:
+        """Does work in flight already exceed a latency bound (seconds)?"""
+        age = self.in_flight_age_s
+        return age is not None and age > bound_s and not self.idle
+
+    def backlog_growth_ratio(self) -> Optional[float]:
+        """Backlog growth in seconds of work per second (growth / processing rate): the fraction by
+        which the load exceeds what the job processes; None when unknown."""
+        g, rate = self.backlog_growth_rows_per_second, self.processing_rows_per_second
+        if g is None or not rate:
+            return None
+        return g / rate
+
+    def backlog_growing(self, min_ratio: float = 0.05) -> bool:
+        """Is the backlog growing by at least ``min_ratio`` seconds of work per second?"""
+        ratio = self.backlog_growth_ratio()
+        return ratio is not None and ratio >= min_ratio and not self.idle
+
+
+@dataclass(frozen=True)
 class DirectiveState:
     """Desired value of a knob (``version``) and what the driver last reported applying."""
 
@@ -129,9 +191,36 @@ class JobView:
     constraints: tuple[ConstraintStats, ...] = ()
     knob_state: dict[str, Any] = field(default_factory=dict)  # knob -> what the job's applier reports
     partition_stats: tuple[PartitionBatchStats, ...] = ()  # recent partitioned batches, oldest first
+    live: Optional[LiveStats] = None  # the job between its micro-batches (None: no reporter sends it)
+
+    @property
+    def local_slots(self) -> Optional[int]:
+        """The task slots of a job that runs without executors and cannot actuate the executor knob
+        (Spark's ``local[N]`` mode: one JVM, N task slots, ``executors`` reported as 0), else None.
+
+        Executor policies then size the job in task slots: :meth:`current` gives the slots for the
+        ``executors`` knob and :meth:`slots_per_executor` is 1, so a decision reads "2 → 4 task slots"
+        and is kept as a recommendation (the governor records it as not actuatable)."""
+        if self.executors == 0 and self.slots and "executors" in self.not_actuatable:
+            return self.slots
+        return None
+
+    @property
+    def executor_unit(self) -> str:
+        """What the ``executors`` knob counts for this job: "executors", or "task slots" in local mode."""
+        return "task slots" if self.local_slots else "executors"
+
+    def local_mode_note(self) -> str:
+        """For a decision's reason: "" on a cluster, else e.g. "; local mode: 2 task slots; not actuatable"."""
+        if not self.local_slots:
+            return ""
+        return f"; local mode: {self.local_slots} task slots; not actuatable"
 
     def slots_per_executor(self, configured: Optional[int] = None) -> int:
-        """Task slots per executor: configured, else reported slots / executors, else 1."""
+        """Task slots per executor: 1 in local mode (the knob counts slots, see :attr:`local_slots`),
+        else configured, else reported slots / executors, else 1."""
+        if self.local_slots:
+            return 1
         if configured:
             return configured
         if self.slots and self.executors:
@@ -144,7 +233,7 @@ class JobView:
         if d is not None and d.status == "applied":
             return d.value
         if knob == "executors" and self.executors is not None:
-            return self.executors
+            return self.local_slots or self.executors
         reported = self.knob_state.get(knob)
         if d is None and isinstance(reported, dict) and "value" in reported:
             return reported["value"]  # what the job's applier says it runs with

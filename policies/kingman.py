@@ -52,6 +52,10 @@ infeasible. Then: warm-up (``warmup_windows`` statistics windows before the firs
 scale-down within 3 intervals after a scale-up). Under a bottleneck no latency is predicted (the
 model's wait at the current size is infinite). Measurements behind each extension of the thesis: the
 README, "Scaling policies".
+
+**Local mode** (``local[N]``: no executors, the knob not actuatable; ``JobView.local_slots``): the
+same plan in task slots (one slot per "executor"), e.g. "2 → 4 task slots …; local mode: 2 task
+slots; not actuatable" — a recommendation the governor records without a directive.
 """
 from __future__ import annotations
 
@@ -63,9 +67,13 @@ from pydantic import Field, model_validator
 
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
-from spark_governor.policies.safety import SafetyConfig
+from spark_governor.policies.safety import SafetyConfig, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms"
 
 
 class KingmanConfig(SafetyConfig):
@@ -301,19 +309,29 @@ class KingmanPolicy(Policy):
                 return []
         if target == current or not hysteresis_ok(current, target, config.min_relative_change):
             return []
+        bounded = int(within_bounds(target, config))  # reason and prediction at the value to be decided
+        if bounded == current or (bounded > current) != (target > current):
+            return []
+        target = bounded
         spe = plan["slots_per_executor"]
         predicted, utilization = {}, {}
         for name, (models, fixed) in plan.pop("models").items():
             predicted[name], utilization[name] = self.predict(models, fixed, target, spe)
         infeasible = sorted(n for n, c in cons.items() if c["feasible"] is False)
         bottleneck = any(c["bottleneck"] for c in cons.values())
-        reason = f"{'bottleneck: ' if bottleneck else ''}{current} → {target} executors for {len(cons)} constraint(s)"
+        first = min(cons)
+        reason = (f"{'bottleneck: ' if bottleneck else ''}{current} → {target} {view.executor_unit} for "
+                  f"{len(cons)} constraint(s)")
+        if predicted[first] is not None:
+            reason += (f"; {first}: predicted {_ms(predicted[first])} vs bound {_ms(cons[first]['bound_s'])}"
+                       + (f" (measured {_ms(cons[first]['measured_latency_s'])})"
+                          if cons[first]["measured_latency_s"] is not None else ""))
         if infeasible:
             reason += f"; infeasible even at p_max: {', '.join(infeasible)}"
-        first = min(cons)
+        reason += view.local_mode_note()
         inputs = {"latency_s": cons[first]["measured_latency_s"], "executors": current,
                   "utilization": max(s["rho"] for c in cons.values() for s in c["stages"].values()),
-                  "infeasible": infeasible, "plan": plan}
+                  "infeasible": infeasible, "plan": plan, "unit": view.executor_unit}
         prediction = {"constraints": predicted, "utilization": max(utilization.values())}
         if predicted[first] is not None:
             prediction["latency_s"] = predicted[first]

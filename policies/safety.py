@@ -47,11 +47,26 @@ class Guarded:
     note: Optional[str] = None  # why the proposal was changed or refused
 
 
+def within_bounds(value: float, cfg: SafetyConfig) -> float:
+    """``value`` clamped to [``min_value``, ``max_value``] (either may be unset)."""
+    if cfg.min_value is not None and value < cfg.min_value:
+        value = cfg.min_value
+    if cfg.max_value is not None and value > cfg.max_value:
+        value = cfg.max_value
+    return value
+
+
 def guard(proposed: Any, current: Any, cfg: SafetyConfig, history: KnobHistory, now_ms: int,
           interval_s: float) -> Guarded:
-    """Apply bounds, step limit, cool-downs and holds to a numeric proposal."""
+    """Apply bounds, step limit, cool-downs and holds to a numeric proposal.
+
+    A decision moves the knob the way the policy asked or not at all: when the bounds would turn a
+    proposal into no change or into a move the other way (a scale-down of a knob already below its
+    minimum "raised to min"), nothing is done."""
     if not isinstance(proposed, (int, float)) or not isinstance(current, (int, float)):
         return Guarded(proposed if proposed != current else None)
+    if proposed == current:
+        return Guarded(None, "no change")
     value = proposed
     notes = []
     if cfg.max_step is not None and abs(value - current) > cfg.max_step:
@@ -68,6 +83,8 @@ def guard(proposed: Any, current: Any, cfg: SafetyConfig, history: KnobHistory, 
     if value == current:
         return Guarded(None, "; ".join(notes) or "no change")
     direction = 1 if value > current else -1
+    if direction != (1 if proposed > current else -1):
+        return Guarded(None, f"bounds reverse the proposal ({current:g} → {proposed:g}: {'; '.join(notes)})")
     since_s = None if history.last_change_ms is None else (now_ms - history.last_change_ms) / 1000.0
     if since_s is not None and since_s < cfg.cooldown_intervals_after_any * interval_s:
         return Guarded(None, f"cool-down: last change {since_s:.0f} s ago")

@@ -21,6 +21,11 @@ processing time scales inversely with executors (ratio' = ratio · n / n').
 (parallelism · window)): above ``high`` → grow so that it would fall to the middle of the band;
 below ``low`` in each of the last ``consecutive`` statistics windows → remove one executor
 (hysteresis: the band [low, high] is dead, and scale-down needs consecutive low windows).
+
+Both keep a decision's current value, reason and direction in agreement: the new value is kept
+within the config's bounds, and a rule whose bounded value does not move the knob its way ("add"
+at the maximum, "remove" at or below the minimum) makes no decision. In local mode
+(``JobView.local_slots``) they count task slots and say that the knob is not actuatable.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from typing import Optional
 from pydantic import Field, model_validator
 
 from spark_governor.policies.base import JobView, Policy, Proposal
-from spark_governor.policies.safety import SafetyConfig
+from spark_governor.policies.safety import SafetyConfig, within_bounds
 
 
 def trigger_interval_s(view: JobView, configured: Optional[float]) -> Optional[float]:
@@ -41,6 +46,26 @@ def trigger_interval_s(view: JobView, configured: Optional[float]) -> Optional[f
     starts = sorted(b.trigger_ms for b in view.batches)
     gaps = [(b - a) / 1000.0 for a, b in zip(starts, starts[1:]) if b > a]
     return statistics.median(gaps) if gaps else None
+
+
+def _bounded_proposal(view: JobView, cfg: SafetyConfig, current: int, wanted: int, rule: str, verb: str,
+                      inputs: dict, prediction) -> list[Proposal]:
+    """The proposal of a rule that wants to ``verb`` ("add" or "remove") executors: ``wanted`` kept
+    within the config's bounds, and none at all when the bounds leave no move in the rule's direction
+    (a decision's current value, reason and direction agree, and a decision changes something).
+    ``prediction(new)`` gives the predicted quantities at the new value."""
+    new = int(within_bounds(wanted, cfg))
+    step = new - current
+    if step == 0 or (step > 0) != (verb == "add"):
+        return []
+    reason = f"{rule}: {verb} {abs(step)} ({current} → {new} {view.executor_unit})"
+    if new != wanted:
+        reason += f" [bounded: {wanted} is outside [{_fmt(cfg.min_value)}, {_fmt(cfg.max_value)}]]"
+    return [Proposal("executors", new, reason + view.local_mode_note(), inputs, prediction(new))]
+
+
+def _fmt(bound) -> str:
+    return "-" if bound is None else f"{bound:g}"
 
 
 class ThresholdConfig(SafetyConfig):
@@ -88,16 +113,17 @@ class ThresholdPolicy(Policy):
         ratio, inputs = self._ratio(view, config)
         if ratio is None or current is None:
             return []
-        inputs.update(ratio=ratio, executors=current)
+        inputs.update(ratio=ratio, executors=current, unit=view.executor_unit)
         if ratio >= config.scale_up_ratio:
-            new = current + max(math.floor(ratio + 0.5), 1)  # Scala's math.round: half up
-            reason = f"ratio {ratio:.2f} ≥ {config.scale_up_ratio}: add {new - current}"
+            wanted = current + max(math.floor(ratio + 0.5), 1)  # Scala's math.round: half up
+            rule, verb = f"ratio {ratio:.2f} ≥ {config.scale_up_ratio:g}", "add"
         elif ratio <= config.scale_down_ratio:
-            new = current - 1
-            reason = f"ratio {ratio:.2f} ≤ {config.scale_down_ratio}: remove 1"
+            wanted = current - 1
+            rule, verb = f"ratio {ratio:.2f} ≤ {config.scale_down_ratio:g}", "remove"
         else:
             return []
-        return [Proposal("executors", new, reason, inputs, {"ratio": ratio * current / max(new, 1)})]
+        return _bounded_proposal(view, config, current, wanted, rule, verb, inputs,
+                                 lambda new: {"ratio": ratio * current / max(new, 1)})
 
     def observe(self, view: JobView, knob: str, config) -> dict:
         # judged over the batches since the change only (the effectiveness window)
@@ -150,16 +176,17 @@ class UtilizationThresholdPolicy(Policy):
         u = self._busiest(view)
         if u is None or current is None:
             return []
-        inputs = {"utilization": u, "executors": current}
+        inputs = {"utilization": u, "executors": current, "unit": view.executor_unit}
         if u > config.high:
             target = (config.high + config.low) / 2
-            new = max(current + 1, math.ceil(current * u / target))
-            return [Proposal("executors", new, f"utilization {u:.2f} > {config.high}", inputs,
-                             {"utilization": u * current / new})]
+            wanted = max(current + 1, math.ceil(current * u / target))
+            return _bounded_proposal(view, config, current, wanted, f"utilization {u:.2f} > {config.high:g}", "add",
+                                     inputs, lambda new: {"utilization": u * current / new})
         streak = self._low_streak(view, config.low)
         if streak >= config.consecutive and current > 1:
-            return [Proposal("executors", current - 1, f"utilization below {config.low} in {streak} windows",
-                             inputs, {"utilization": u * current / (current - 1)})]
+            return _bounded_proposal(view, config, current, current - 1,
+                                     f"utilization below {config.low:g} in {streak} windows", "remove", inputs,
+                                     lambda new: {"utilization": u * current / new})
         return []
 
     def observe(self, view: JobView, knob: str, config) -> dict:

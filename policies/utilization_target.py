@@ -40,6 +40,9 @@ straight to the target, as in Flink (the framework's cool-downs and bounds still
 backlog (``catch-up.duration``), its scale-down limit and its restart time — and, specific to
 micro-batches, the driver's per-batch time outside tasks (planning, commit), which is not busy slot
 time, so a job whose batches overrun because of it is not seen as loaded.
+
+In local mode (``local[N]``, ``JobView.local_slots``) the same sizing is in task slots (one slot per
+"executor") and the decision says the knob is not actuatable there.
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ from typing import Optional
 from pydantic import Field, model_validator
 
 from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
-from spark_governor.policies.safety import SafetyConfig
+from spark_governor.policies.safety import SafetyConfig, within_bounds
 
 EPS = 1e-9
 
@@ -156,14 +159,16 @@ class UtilizationTargetPolicy(Policy):
         if config.lower <= load <= config.upper:
             return []
         slots = self.slots_needed(m, config.target_utilization)
-        new = max(1, math.ceil(slots / spe - EPS))
-        if new == current:
+        new = int(within_bounds(max(1, math.ceil(slots / spe - EPS)), config))
+        # a decision moves the way the load asks (up above the band, down below it) and changes something
+        if new == current or (new > current) != (load > config.upper):
             return []
         side = f"> max {config.upper:g}" if load > config.upper else f"< min {config.lower:g}"
         reason = (f"load {load:.2f} {side}: {m['target_rate']:.0f} rows/s at "
-                  f"{config.target_utilization:g} of the true rate → {current} → {new} executors")
+                  f"{config.target_utilization:g} of the true rate → {current} → {new} {view.executor_unit}"
+                  f"{view.local_mode_note()}")
         inputs = {"utilization": load, "executors": current, "target_rate": m["target_rate"],
-                  "slots_per_executor": spe, "stages": m["stages"]}
+                  "slots_per_executor": spe, "stages": m["stages"], "unit": view.executor_unit}
         return [Proposal("executors", new, reason, inputs, {"utilization": self.load(m, new * spe)})]
 
     def observe(self, view: JobView, knob: str, config) -> dict:

@@ -20,7 +20,9 @@ end offsets' ``t_ms``, so they are deterministic on replay as well.
 The number of rows offered grows with wall-clock time at ``rowsPerSecond`` from the first
 ``latestOffset`` call of a run; ``maxRowsPerBatch`` (option) caps one micro-batch. With the
 option ``rateFile`` (a path holding a number), the rate is re-read at every ``latestOffset``
-call, so a test or a demo can change the input rate of a running query.
+call, so a test or a demo can change the input rate of a running query; after a pause (rate 0)
+the rows' event times start when the rows flow again (the end offset's ``from_ms``), not at the
+previous batch's end.
 """
 from __future__ import annotations
 
@@ -121,6 +123,8 @@ def _source_classes():
             zipf_cdf(self.keys, self.skew)  # validates keys and skew
             self._last_t = None
             self._available = 0.0  # rows offered so far (fractional)
+            self._paused = False  # the rate was 0 at the previous call
+            self._resumed_ms = None  # when rows started to flow again after a pause
 
         def initialOffset(self) -> dict:
             return {"rows": 0, "t_ms": int(time.time() * 1000)}
@@ -139,17 +143,27 @@ def _source_classes():
             start_rows = int(start["rows"]) if start else 0
             if self._last_t is None:
                 self._last_t, self._available = now, float(start_rows)
-            self._available += self._current_rate() * (now - self._last_t)
+            rate = self._current_rate()
+            if rate > 0 and self._paused:  # rows flow again, since the previous call
+                self._resumed_ms = int(self._last_t * 1000)
+            self._paused = rate <= 0
+            self._available += rate * (now - self._last_t)
             self._last_t = now
             target = int(self._available)
             if self.max_rows is not None:
                 target = min(target, start_rows + self.max_rows)
             if start is not None and target <= start_rows:
                 return start
-            return {"rows": max(target, start_rows), "t_ms": int(now * 1000)}
+            end = {"rows": max(target, start_rows), "t_ms": int(now * 1000)}
+            if start is not None and self._resumed_ms is not None and self._resumed_ms > int(start["t_ms"]):
+                # after a pause (rate 0) the rows became available from the resumption on, not from the
+                # previous batch's end: their event times start there
+                end["from_ms"] = self._resumed_ms
+            return end
 
         def partitions(self, start: dict, end: dict):
-            return [ZipfPartition(r) for r in row_ranges(int(start["rows"]), int(end["rows"]), int(start["t_ms"]),
+            t0_ms = max(int(start["t_ms"]), int(end.get("from_ms", 0)))
+            return [ZipfPartition(r) for r in row_ranges(int(start["rows"]), int(end["rows"]), t0_ms,
                                                            int(end["t_ms"]), self.num_partitions)]
 
         def read(self, partition) -> Iterator:
