@@ -11,7 +11,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
+# the JVM listener jar (collectors/jvm): rebuilt when its sources or the installed Spark changed; without a JDK it
+# says how to get one and the jar tests skip (fail under CI=true)
 install: $(BIN)/.installed
+	$(BIN)/python -m spark_governor.collectors.jvm.build --if-possible
 
 demo: install
 	$(BIN)/spark-governor demo --seconds 60
@@ -28,4 +31,4 @@ bench: install
 	$(BIN)/spark-governor bench overhead
 
 clean:
-	rm -rf $(VENV) bench-results .pytest_cache spark-warehouse
+	rm -rf $(VENV) bench-results .pytest_cache spark-warehouse collectors/jvm/*.jar

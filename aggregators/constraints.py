@@ -12,6 +12,15 @@ span t in seconds (default 5 s as in the thesis). Measurement:
   exactly over the statistics windows of the span (source ``stage-latency``); record wait before
   the batch is not part of a stage sequence.
 
+A whole-query span in which **no micro-batch completed** has no measured latency; it used to be
+left out, which flatters an overloaded job (a batch that runs for several spans is judged only in
+the span it completes in). Such a span is now counted as **violated** (source ``in-flight``) when,
+at some query state reported within it (``aggregators.liveness``), the running batch's age or the
+oldest unprocessed record's age already exceeded the bound: those records will certainly leave
+later than the bound. Its ``latency_ms`` is that lower bound. A span without a completed batch in
+which nothing in flight exceeded the bound yet (or the query was idle) stays out: nothing left it,
+and nothing is known to be late.
+
 Each span also carries the latest model prediction made before the span ended: decisions store
 ``prediction["constraints"][name]`` (predicted mean latency, seconds).
 """
@@ -23,7 +32,7 @@ from typing import Optional
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators import queries
+from spark_governor.aggregators import liveness, queries
 from spark_governor.aggregators.latency import BatchLatency, span_latencies
 from spark_governor.aggregators.models import batches, decisions, latency_constraints
 
@@ -75,6 +84,19 @@ def _stage_spans(conn: Connection, job: str, c, since_ms: int, n_windows: int) -
     return out
 
 
+def _in_flight_spans(conn: Connection, job_id: int, c, since_ms: int, until_ms: int, measured: list[dict]) -> list[dict]:
+    """Violated spans without a completed batch: the in-flight lower bound exceeded the bound."""
+    span_ms = int(round(c.span_s * 1000))
+    done = {m["start_ms"] for m in measured}
+    out = []
+    for start, lower_s in sorted(liveness.in_flight_by_span(conn, job_id, since_ms, until_ms, span_ms).items()):
+        if start in done or lower_s * 1000.0 <= c.bound_ms:
+            continue
+        out.append({"start_ms": start, "batches": 0, "records": None, "latency_s": lower_s, "wait_s": None,
+                    "source": "in-flight"})
+    return out
+
+
 def _model_history(conn: Connection, job_id: int, name: str, since_ms: int):
     """``([(created_ms, predicted latency s)], feasible)`` from the decisions that modelled this
     constraint: predictions oldest first, and whether the latest one found the bound feasible."""
@@ -101,7 +123,10 @@ def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int 
     measured = (_query_spans(conn, job_id, c, since_ms - 3_600_000) if c.vertices is None
                 else _stage_spans(conn, job, c, since_ms, math.ceil((now_ms - since_ms) / window_ms) + 2))
     measured = [m for m in measured if since_ms <= m["start_ms"] < current_start]
-    waits = [m["wait_s"] for m in measured]
+    if c.vertices is None:
+        measured = sorted(measured + _in_flight_spans(conn, job_id, c, since_ms, current_start, measured),
+                          key=lambda m: m["start_ms"])
+    waits = [m["wait_s"] for m in measured if m["wait_s"] is not None]
     predictions, feasible = _model_history(conn, job_id, c.name, since_ms)
     out = []
     for m in measured:

@@ -50,15 +50,44 @@ def upgrade(url: str = DEFAULT_DB_URL, revision: str = "head") -> None:
 
 
 def downgrade(url: str = DEFAULT_DB_URL, revision: str = "base") -> None:
-    """Revert Alembic migrations down to ``revision``."""
+    """Revert Alembic migrations down to ``revision`` (:class:`NoDatabase` for a missing SQLite file)."""
     from alembic import command
+
+    require_database(url)
 
     command.downgrade(alembic_config(url), revision)
 
 
+class NoDatabase(LookupError):
+    """A read-only command was pointed at a database that does not exist (message says where)."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL; None for other databases and in-memory SQLite."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:" or u.database.startswith("file:"):
+        return None
+    return Path(u.database)
+
+
+def require_database(url: str) -> None:
+    """:class:`NoDatabase` when ``url`` is a SQLite file that does not exist: reading must not create
+    it (SQLite would create an empty file on connect). Other databases are checked by connecting."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise NoDatabase(f"no database at {path.resolve()} ({url}): run the command where the control plane keeps "
+                         "its database, or pass --db / SPARK_GOVERNOR_DB; `spark-governor serve` or "
+                         "`spark-governor db upgrade` creates one")
+
+
 def current_revision(url: str) -> str | None:
+    """The schema revision (None: an empty database); :class:`NoDatabase` for a missing SQLite file,
+    which is never created here."""
     from alembic.runtime.migration import MigrationContext
 
+    require_database(url)
     engine = make_engine(url)
     try:
         with engine.connect() as conn:

@@ -10,7 +10,8 @@ Per report (Lohrmann's runtime-graph aggregator, thesis §4.4; digest §11.3–1
   seconds, merged into the stored window with the exact Chan/Welford merge;
 * each completed stage is folded into its template window: interarrival times of task launches
   within the stage, stage makespan (completion − submission), task count and slots;
-* micro-batch progress rows are stored as they are.
+* micro-batch progress rows are stored as they are, and so are the queries' states between
+  batches (``aggregators.liveness``).
 
 Idempotency: a report whose ``(reporter.id, seq)`` was already applied is acknowledged and
 ignored, so a reporter may retry a POST whose response it did not see.
@@ -28,11 +29,14 @@ from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TE
                                 runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
                                 template_windows)
 from spark_governor.aggregators.directives import apply_acks
+from spark_governor.aggregators.liveness import store_query_states
 from spark_governor.aggregators.partitions import store_partition_stats
+from spark_governor.aggregators.runs import touch_run
 from spark_governor.aggregators.welford import Moments
 from spark_governor.policies.wire import Report
 
 DEFAULT_WINDOW_MS = 5_000
+INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -59,16 +63,26 @@ def _ensure_job(conn: Connection, report: Report, now: int) -> int:
     return conn.execute(insert(jobs).values(name=report.job, created_ms=now)).inserted_primary_key[0]
 
 
-def _register_reporter(conn: Connection, job_id: int, report: Report, now: int) -> bool:
-    """Record the reporter's counters; False if this (reporter, seq) was already applied."""
+class ReporterConflict(Exception):
+    """The report's ``reporter.id`` is bound to another job or another token (HTTP 403)."""
+
+
+def _register_reporter(conn: Connection, job_id: int, report: Report, now: int, token: str | None = None) -> bool:
+    """Record the reporter's counters; False if this (reporter, seq) was already applied.
+
+    A reporter is bound to its job and to the token of its first report (None: anonymous), so no
+    other caller can advance its sequence (and make its later reports look like duplicates)."""
     r = report.reporter
     row = conn.execute(select(reporters).where(reporters.c.id == r.id).with_for_update()).first()
     if row is None:
         conn.execute(insert(reporters).values(
             id=r.id, job_id=job_id, last_seq=r.seq, dropped_total=r.dropped_total,
             orphaned_total=r.orphaned_total, reports_total=1, tasks_total=len(report.tasks),
-            first_ms=now, last_ms=now))
+            first_ms=now, last_ms=now, token_name=token))
         return True
+    if row.job_id != job_id or row.token_name != token:
+        raise ReporterConflict(f"reporter.id: {r.id!r} is bound to another "
+                               f"{'job' if row.job_id != job_id else 'token'}")
     if r.seq <= row.last_seq:
         return False
     conn.execute(update(reporters).where(reporters.c.id == r.id).values(
@@ -210,7 +224,7 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
             values = {"runtime_vertex_id": key[0], "template_id": rv_template[key[0]], "window_start_ms": key[1],
                       "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
             for name in RUNTIME_SUMS:
-                values[name] = s[name]
+                values[name] = min(s[name], INT64_MAX)
             for name in RUNTIME_MOMENTS:
                 m = moments.get(name, Moments())
                 values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
@@ -219,8 +233,8 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
             values = _merge_row(row, moments, RUNTIME_MOMENTS)
             values["tasks"] = row["tasks"] + s["tasks"]
             values["failed_tasks"] = row["failed_tasks"] + s["failed_tasks"]
-            for name in RUNTIME_SUMS:
-                values[name] = row[name] + s[name]
+            for name in RUNTIME_SUMS:  # saturate: a BIGINT column holds at most 2**63 - 1
+                values[name] = min(row[name] + s[name], INT64_MAX)
             values["_id"] = row["id"]
             changed.append(values)
     _update_many(conn, runtime_windows, changed)
@@ -229,48 +243,80 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
 
 
 def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
+    """Store new stage runs and fold completed ones into their template windows, with a fixed number of
+    statements per report (not per stage): one lookup of known runs, one insert, one read of the task
+    launches of every completed stage, one lookup of the windows, then one insert and one update."""
+    if not report.stages:
+        return 0
     app_id = report.reporter.app_id or ""
-    n = 0
+    keys = list({(s.stage_id, s.attempt) for s in report.stages})
+    seen = set()
+    for chunk in range(0, len(keys), 400):
+        seen |= {(r.stage_id, r.attempt) for r in conn.execute(
+            select(stage_runs.c.stage_id, stage_runs.c.attempt).where(
+                stage_runs.c.job_id == job_id, stage_runs.c.app_id == app_id,
+                tuple_(stage_runs.c.stage_id, stage_runs.c.attempt).in_(keys[chunk:chunk + 400])))}
+    rows, completed = [], []
     for s in report.stages:
-        tid = template_ids[s.template_key]
-        dup = conn.execute(select(stage_runs.c.id).where(
-            stage_runs.c.job_id == job_id, stage_runs.c.app_id == app_id,
-            stage_runs.c.stage_id == s.stage_id, stage_runs.c.attempt == s.attempt)).first()
-        if dup is not None:
+        if (s.stage_id, s.attempt) in seen:
             continue
+        seen.add((s.stage_id, s.attempt))
         values = s.model_dump()
         values.pop("template_key")
-        conn.execute(insert(stage_runs).values(job_id=job_id, template_id=tid, app_id=app_id, **values))
-        n += 1
-        if s.completion_ms is None or s.failure_reason:
-            continue
-        launches = [r.launch_ms for r in conn.execute(
-            select(tasks.c.launch_ms).where(tasks.c.job_id == job_id, tasks.c.app_id == app_id,
-                                            tasks.c.stage_id == s.stage_id, tasks.c.stage_attempt == s.attempt)
-            .order_by(tasks.c.launch_ms))]
-        moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(launches, launches[1:])])}
+        tid = template_ids[s.template_key]
+        rows.append(dict(job_id=job_id, template_id=tid, app_id=app_id, **values))
+        if s.completion_ms is not None and not s.failure_reason:
+            completed.append((tid, s))
+    if rows:
+        conn.execute(insert(stage_runs), rows)
+    if not completed:
+        return len(rows)
+    launches: dict[tuple[int, int], list[int]] = defaultdict(list)
+    wanted = [(s.stage_id, s.attempt) for _tid, s in completed]
+    for chunk in range(0, len(wanted), 400):
+        for r in conn.execute(
+                select(tasks.c.stage_id, tasks.c.stage_attempt, tasks.c.launch_ms)
+                .where(tasks.c.job_id == job_id, tasks.c.app_id == app_id,
+                       tuple_(tasks.c.stage_id, tasks.c.stage_attempt).in_(wanted[chunk:chunk + 400]))
+                .order_by(tasks.c.launch_ms)):
+            launches[(r.stage_id, r.stage_attempt)].append(r.launch_ms)
+    windows = list({(tid, _window(s.completion_ms, window_ms)) for tid, s in completed})
+    existing = {}
+    for chunk in range(0, len(windows), 400):
+        for r in conn.execute(select(template_windows).where(
+                tuple_(template_windows.c.template_id, template_windows.c.window_start_ms)
+                .in_(windows[chunk:chunk + 400])).with_for_update()):
+            existing[(r.template_id, r.window_start_ms)] = r._asdict()
+    new_rows: dict[tuple[int, int], dict] = {}
+    for tid, s in completed:  # in report order, so two stages of one window merge as before
+        ls = launches.get((s.stage_id, s.attempt), [])
+        moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(ls, ls[1:])])}
         if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
             moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
-        start = _window(s.completion_ms, window_ms)
-        row = conn.execute(select(template_windows).where(
-            template_windows.c.template_id == tid, template_windows.c.window_start_ms == start).with_for_update()).first()
+        key = (tid, _window(s.completion_ms, window_ms))
+        row = existing.get(key) or new_rows.get(key)
         if row is None:
-            values = {"template_id": tid, "window_start_ms": start, "window_ms": window_ms, "stages": 1,
+            values = {"template_id": tid, "window_start_ms": key[1], "window_ms": window_ms, "stages": 1,
                       "max_num_tasks": s.num_tasks, "max_slots": s.slots}
             for name in TEMPLATE_MOMENTS:
                 m = moments.get(name, Moments())
                 values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
-            conn.execute(insert(template_windows).values(**values))
+            new_rows[key] = values
         else:
-            row = row._asdict()
-            values = _merge_row(row, moments, TEMPLATE_MOMENTS)
-            values.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
-                          max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
-            conn.execute(update(template_windows).where(template_windows.c.id == row["id"]).values(**values))
-    return n
+            row.update(_merge_row(row, moments, TEMPLATE_MOMENTS))
+            row.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
+                       max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+    changed = [{"_id": row["id"], **{k: v for k, v in row.items() if k not in ("id", "template_id", "window_start_ms",
+                                                                            "window_ms")}}
+               for key, row in existing.items() if key in {(tid, _window(s.completion_ms, window_ms))
+                                                           for tid, s in completed}]
+    _update_many(conn, template_windows, changed)
+    if new_rows:
+        conn.execute(insert(template_windows), list(new_rows.values()))
+    return len(rows)
 
 
-def _store_batches(conn: Connection, job_id: int, report: Report) -> int:
+def _store_batches(conn: Connection, job_id: int, report: Report, job_run_id: str | None = None) -> int:
     if not report.batches:
         return 0
     keys = [(b.run_id, b.batch_id) for b in report.batches]
@@ -281,24 +327,28 @@ def _store_batches(conn: Connection, job_id: int, report: Report) -> int:
         if (b.run_id, b.batch_id) in seen:
             continue
         seen.add((b.run_id, b.batch_id))
-        rows.append(dict(job_id=job_id, **b.model_dump()))
+        rows.append(dict(job_id=job_id, job_run_id=job_run_id, **b.model_dump()))
     if rows:
         conn.execute(insert(batches), rows)
     return len(rows)
 
 
-def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WINDOW_MS) -> IngestResult:
-    """Store ``report`` using ``conn`` (the caller owns the transaction)."""
+def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WINDOW_MS,
+                  token: str | None = None) -> IngestResult:
+    """Store ``report`` using ``conn`` (the caller owns the transaction); ``token``: the name of the
+    caller's token (None: anonymous), to which the reporter is bound (``ReporterConflict``)."""
     now = _now_ms()
     job_id = _ensure_job(conn, report, now)
-    if not _register_reporter(conn, job_id, report, now):
+    if not _register_reporter(conn, job_id, report, now, token):
         return IngestResult(job_id, duplicate=True)
+    job_run_id = touch_run(conn, job_id, report, now)  # aggregators.runs: one run per application
     template_ids = _ensure_templates(conn, job_id, report, now)
     result = IngestResult(job_id)
     result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms) if report.tasks else 0
     result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
-    result.batches = _store_batches(conn, job_id, report)
+    result.batches = _store_batches(conn, job_id, report, job_run_id)
     store_partition_stats(conn, job_id, report, now)
+    store_query_states(conn, job_id, report, now)
     r = report.reporter
     values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
     if r.slots is not None:
@@ -307,6 +357,8 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
         values["executors"] = r.executors
     if r.knob_state:
         values["knob_state"] = dict(r.knob_state)
+    if r.attachment is not None:
+        values["attachment"] = r.attachment.model_dump(mode="json")
     if r.applied:
         apply_acks(conn, job_id, list(r.applied), now)
     if r.app_id:

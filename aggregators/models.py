@@ -51,6 +51,7 @@ jobs = Table(
     Column("executors", Integer),  # executors registered (driver excluded), as the reporter last said
     Column("not_actuatable", JSON),  # knob -> reason it cannot be actuated (e.g. "local mode")
     Column("knob_state", JSON),  # knob -> what the job's applier reports about it (e.g. declared exchanges)
+    Column("attachment", JSON),  # how the job's reporter is attached: {kind, version, can_apply} (migration 0007)
 )
 
 reporters = Table(
@@ -64,6 +65,7 @@ reporters = Table(
     Column("tasks_total", BigInteger, nullable=False, default=0),
     Column("first_ms", BigInteger, nullable=False),
     Column("last_ms", BigInteger, nullable=False),
+    Column("token_name", String(128)),  # the token the reporter is bound to (migration 0008); NULL: anonymous
 )
 
 template_vertices = Table(
@@ -194,8 +196,25 @@ batches = Table(
     Column("state_operators", JSON, nullable=False),
     Column("event_time", JSON, nullable=False),
     Column("observed_metrics", JSON, nullable=False),
+    # the job run (``job_runs.run_id``) that reported the batch (migration 0009); NULL: reported before 0009
+    Column("job_run_id", String(256)),
     UniqueConstraint("job_id", "run_id", "batch_id", name="uq_batches_job_run_batch"),
     Index("ix_batches_job_trigger", "job_id", "trigger_ms"),
+)
+
+# -- runs of a job (migration 0009) ---------------------------------------------------------------
+
+job_runs = Table(
+    "job_runs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    # the Spark application id the reporter sent, else "unknown-app" (aggregators.runs)
+    Column("run_id", String(256), nullable=False),
+    Column("app_id", String(256)),
+    Column("master", String(256)),
+    Column("first_ms", BigInteger, nullable=False),  # first report of the run (control-plane clock)
+    Column("last_ms", BigInteger, nullable=False),  # latest report of the run
+    UniqueConstraint("job_id", "run_id", name="uq_job_runs_job_run"),
 )
 
 # -- policies, decisions, directives (migration 0002) -------------------------------------------
@@ -281,6 +300,11 @@ api_tokens = Table(
     Column("name", String(128), nullable=False, unique=True),
     Column("token_sha256", String(64), nullable=False, unique=True),
     Column("created_ms", BigInteger, nullable=False),
+    # scopes, job patterns, origin and revocation (migration 0008; api.auth)
+    Column("scopes", JSON),  # report | read | write | admin; NULL: admin (tokens older than 0008)
+    Column("jobs", JSON),  # job-name patterns (fnmatch) the token is limited to; NULL: every job
+    Column("source", String(16), nullable=False, server_default="config"),  # config | cli
+    Column("revoked_ms", BigInteger),
 )
 
 audit_log = Table(
@@ -335,4 +359,29 @@ partition_stats = Table(
     Column("max_mean_load", Float), Column("bsi_buckets", Float), Column("split_keys", Integer),
     Column("stats_ms", Float), Column("planning_ms", Float), Column("processing_ms", Float),
     Index("ix_partition_stats_job_received", "job_id", "received_ms"),
+)
+
+# -- streaming query state between micro-batches (migration 0006) ---------------------------------
+
+query_states = Table(
+    "query_states", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("query_id", String(256), nullable=False),
+    Column("run_id", String(256)),
+    Column("name", String(256)),
+    Column("received_ms", BigInteger, nullable=False),  # control-plane clock
+    Column("observed_ms", BigInteger, nullable=False),  # driver clock, when the reporter took the state
+    Column("status", String(16), nullable=False),  # running | waiting | idle | terminated
+    Column("running_batch_id", BigInteger),
+    Column("running_batch_start_ms", BigInteger),
+    Column("last_batch_id", BigInteger),
+    Column("last_batch_end_ms", BigInteger),
+    Column("trigger_interval_ms", BigInteger),
+    Column("last_idle_ms", BigInteger),
+    Column("backlog_rows", BigInteger),  # unprocessed rows of the sources that count rows
+    Column("oldest_unprocessed_ms", BigInteger),  # when the oldest of them became available
+    Column("arrival_rows_per_second", Float),
+    Column("sources", JSON, nullable=False),  # policies.wire.SourceStateRecord per source
+    Index("ix_query_states_job_observed", "job_id", "observed_ms"),
 )

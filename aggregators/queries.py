@@ -8,13 +8,15 @@ p(v) = min(numTasks_v, slots)).
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Optional
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
+from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
+from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, job_runs, jobs, reporters,
                                 runtime_vertices, runtime_windows, template_vertices, template_windows)
 from spark_governor.aggregators.welford import Moments
 from spark_governor.policies.wire import EVENT_TIME_METRIC
@@ -35,7 +37,21 @@ def job_row(conn: Connection, name: str):
     return row
 
 
-def list_jobs(conn: Connection) -> list[dict]:
+def _latest_runs(conn: Connection) -> dict[int, tuple[str, int]]:
+    """job id → (run id, number of runs) of its latest run (by first report; ``aggregators.runs``)."""
+    out: dict[int, tuple[str, int]] = {}
+    counts: dict[int, int] = defaultdict(int)
+    for r in conn.execute(select(job_runs.c.job_id, job_runs.c.run_id)
+                          .order_by(job_runs.c.job_id, job_runs.c.first_ms, job_runs.c.id)):
+        counts[r.job_id] += 1
+        out[r.job_id] = (r.run_id, counts[r.job_id])
+    return out
+
+
+def list_jobs(conn: Connection, now_ms: Optional[int] = None, stopped_after_s: float = STOPPED_AFTER_S) -> list[dict]:
+    """Every job with its state (``aggregators.job_state``), latest run and reporter counters."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    runs = _latest_runs(conn)
     drops = {r.job_id: r for r in conn.execute(
         select(reporters.c.job_id, func.sum(reporters.c.dropped_total).label("dropped"),
                func.sum(reporters.c.orphaned_total).label("orphaned"),
@@ -44,9 +60,14 @@ def list_jobs(conn: Connection) -> list[dict]:
     out = []
     for j in conn.execute(select(jobs).order_by(jobs.c.name)):
         d = drops.get(j.id)
-        out.append({"name": j.name, "created_ms": j.created_ms, "last_report_ms": j.last_report_ms,
+        state = job_state(conn, j, now_ms, stopped_after_s)
+        latest_run, n_runs = runs.get(j.id, (None, 0))
+        out.append({"name": j.name, "state": state.state, "state_reason": state.reason,
+                    "latest_run": latest_run, "runs": n_runs,
+                    "created_ms": j.created_ms, "last_report_ms": j.last_report_ms,
                     "slots": j.slots, "app_id": j.app_id, "master": j.master, "executors": j.executors,
                     "not_actuatable": j.not_actuatable or {}, "knob_state": j.knob_state or {},
+                    "attachment": j.attachment, "can_apply": (j.attachment or {}).get("can_apply"),
                     "reporters": int(d.reporters) if d else 0,
                     "tasks_reported_total": int(d.tasks or 0) if d else 0,
                     "reporter_dropped_total": int(d.dropped or 0) if d else 0,
@@ -84,28 +105,43 @@ def _template(conn: Connection, job_id: int, key: str):
     return row
 
 
-def _recent_window_starts(conn: Connection, template_id: int, limit: int) -> list[int]:
+def _span_conditions(column, span) -> list:
+    """``column`` (epoch ms) within a run's span ``[span.lo_ms, span.hi_ms)`` (``aggregators.runs``);
+    no condition without a span."""
+    cond = []
+    if span is not None and span.lo_ms is not None:
+        cond.append(column >= span.lo_ms)
+    if span is not None and span.hi_ms is not None:
+        cond.append(column < span.hi_ms)
+    return cond
+
+
+def _recent_window_starts(conn: Connection, template_id: int, limit: int, span=None) -> list[int]:
     return sorted(r[0] for r in conn.execute(
-        select(runtime_windows.c.window_start_ms).where(runtime_windows.c.template_id == template_id)
+        select(runtime_windows.c.window_start_ms).where(runtime_windows.c.template_id == template_id,
+                                                         *_span_conditions(runtime_windows.c.window_start_ms, span))
         .group_by(runtime_windows.c.window_start_ms).order_by(runtime_windows.c.window_start_ms.desc()).limit(limit)))
 
 
-def template_stats(conn: Connection, job: str, windows: int = 12) -> list[dict]:
-    """Per template vertex: its last ``windows`` windows (merged over partitions) and a summary."""
+def template_stats(conn: Connection, job: str, windows: int = 12, span=None) -> list[dict]:
+    """Per template vertex: its last ``windows`` windows (merged over partitions) and a summary; only
+    windows within ``span`` (one run of the job, ``aggregators.runs.RunSpan``) when given."""
     j = job_row(conn, job)
     out = []
     for t in conn.execute(select(template_vertices).where(template_vertices.c.job_id == j.id)
                           .order_by(template_vertices.c.ordinal, template_vertices.c.key)):
-        starts = _recent_window_starts(conn, t.id, windows)
+        starts = _recent_window_starts(conn, t.id, windows, span)
         per_window = []
         summary_moments: dict[str, Moments] = defaultdict(Moments)
         summary_sums: dict[str, int] = defaultdict(int)
         summary_tasks = summary_failed = 0
         if starts:
             rw = conn.execute(select(runtime_windows).where(
-                runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0])).mappings().all()
+                runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0],
+                runtime_windows.c.window_start_ms <= starts[-1])).mappings().all()
             tw = {r["window_start_ms"]: r for r in conn.execute(select(template_windows).where(
-                template_windows.c.template_id == t.id, template_windows.c.window_start_ms >= starts[0])).mappings()}
+                template_windows.c.template_id == t.id, template_windows.c.window_start_ms >= starts[0],
+                template_windows.c.window_start_ms <= starts[-1])).mappings()}
             grouped = defaultdict(list)
             for r in rw:
                 grouped[r["window_start_ms"]].append(r)
@@ -147,16 +183,17 @@ def template_stats(conn: Connection, job: str, windows: int = 12) -> list[dict]:
     return out
 
 
-def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 12) -> dict:
-    """Per runtime vertex (partition) of one template: its last ``windows`` windows."""
+def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 12, span=None) -> dict:
+    """Per runtime vertex (partition) of one template: its last ``windows`` windows (within ``span``)."""
     j = job_row(conn, job)
     t = _template(conn, j.id, template_key)
-    starts = _recent_window_starts(conn, t.id, windows)
+    starts = _recent_window_starts(conn, t.id, windows, span)
     by_part: dict[int, list] = defaultdict(list)
     if starts:
         q = (select(runtime_windows, runtime_vertices.c.partition)
              .join(runtime_vertices, runtime_vertices.c.id == runtime_windows.c.runtime_vertex_id)
-             .where(runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0])
+             .where(runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0],
+                    runtime_windows.c.window_start_ms <= starts[-1])
              .order_by(runtime_vertices.c.partition, runtime_windows.c.window_start_ms))
         for r in conn.execute(q).mappings():
             moments = {n: _moments(r, n) for n in RUNTIME_MOMENTS}
@@ -168,11 +205,15 @@ def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 
             "partitions": [{"partition": p, "windows": w, "latest": w[-1]} for p, w in sorted(by_part.items())]}
 
 
-def batch_stats(conn: Connection, job: str, limit: int = 100) -> dict:
-    """The last ``limit`` micro-batches and the interarrival moments of their trigger times (s)."""
+def batch_stats(conn: Connection, job: str, limit: int = 100, span=None) -> dict:
+    """The last ``limit`` micro-batches and the interarrival moments of their trigger times (s); only
+    the batches of one run (``span.run_id``; batches stored before runs were recorded: by time) when given."""
     j = job_row(conn, job)
-    rows = list(reversed(conn.execute(select(batches).where(batches.c.job_id == j.id)
-                                      .order_by(batches.c.trigger_ms.desc()).limit(limit)).mappings().all()))
+    q = select(batches).where(batches.c.job_id == j.id)
+    if span is not None:
+        q = q.where(or_(batches.c.job_run_id == span.run_id,
+                        and_(batches.c.job_run_id.is_(None), *_span_conditions(batches.c.trigger_ms, span))))
+    rows = list(reversed(conn.execute(q.order_by(batches.c.trigger_ms.desc()).limit(limit)).mappings().all()))
     gaps: list[float] = []
     last_by_run: dict[str, int] = {}
     for r in rows:

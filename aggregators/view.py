@@ -8,7 +8,7 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators import constraints, queries
+from spark_governor.aggregators import constraints, liveness, queries
 from spark_governor.aggregators.directives import current_directives
 from spark_governor.aggregators.partitions import recent_partition_stats, view_stats
 from spark_governor.aggregators.models import batches, decisions
@@ -65,7 +65,8 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                    constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
                    knob_state=dict(j.knob_state or {}),
                    partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches,
-                                                                        partition_key_batches)))
+                                                                        partition_key_batches)),
+                   live=liveness.live_stats(conn, j.id, now_ms, window_s))
 
 
 def _utilization_max(wins: list[dict]) -> Optional[float]:
@@ -101,7 +102,8 @@ def _constraints(conn: Connection, job: str, job_id: int, window_s: float, windo
     for c in constraints.list_constraints(conn, job_id):
         spans = max(1, round(window_s / c.span_s))
         m = constraints.measure(conn, job, job_id, c, now_ms, spans, window_ms)
-        lat = [s["latency_ms"] for s in m["spans"]]
+        # measured spans only: an in-flight span's latency is a lower bound, counted in attainment only
+        lat = [s["latency_ms"] for s in m["spans"] if s["source"] != "in-flight"]
         out.append(ConstraintStats(
             name=c.name, vertices=tuple(c.vertices) if c.vertices else None, bound_s=c.bound_ms / 1000.0,
             span_s=c.span_s, latency_s=sum(lat) / len(lat) / 1000.0 if lat else None,

@@ -6,27 +6,34 @@ report gets 400 (or 413 when too large) with a message naming the field, and sto
 """
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import zlib
 from dataclasses import dataclass
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from spark_governor.aggregators import queries
+from spark_governor.aggregators import liveness, queries, runs
 from spark_governor.aggregators.directives import current_directives
-from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
+from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict, ingest_report
+from spark_governor.api import auth
 from spark_governor.api.constraints_api import build_constraints_blueprint
+from spark_governor.api.docs_ui import build_docs_blueprint
 from spark_governor.api.partitioning_api import build_partitioning_blueprint
 from spark_governor.api.governor import Governor
 from spark_governor.api.metrics import build_registry
 from spark_governor.api.openapi import openapi_document
 from spark_governor.api.policies_api import build_blueprint
+from spark_governor.api.worker_metrics import exposition_registry
 from spark_governor.policies.wire import ReportError, parse_report
+
+log = logging.getLogger("spark_governor.app")
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,16 @@ class Settings:
     window_ms: int = DEFAULT_WINDOW_MS
     evaluation_interval_s: float = 10.0             # policy evaluation interval
     max_body_bytes: int = 16 * 1024 * 1024          # as sent (compressed)
-    max_decompressed_bytes: int = 64 * 1024 * 1024  # after gunzip
+    max_decompressed_bytes: int = 32 * 1024 * 1024  # after gunzip
+    # security (api.auth): reports need a ``report`` token (serve: on unless --anonymous-reports);
+    # reads are open unless open_reads is false
+    require_report_token: bool = False
+    open_reads: bool = True
+    token_refresh_s: float = 1.0
+    # reports parsed and stored at the same time per process (more wait up to 1 s, then 503 + Retry-After)
+    max_inflight_reports: int = 4
+    # a job without a report for this long is stopped: no policy evaluations (aggregators.job_state)
+    stopped_after_s: float = 30.0
 
 
 class BadRequest(Exception):
@@ -58,6 +74,19 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
+def _read_bounded(limit: int) -> bytes:
+    """The request body, read in chunks; 413 as soon as it exceeds ``limit`` (chunked bodies too)."""
+    stream, chunks, size = request.stream, [], 0
+    while True:
+        chunk = stream.read(min(65536, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(413, f"body: request exceeds {limit} bytes")
+        chunks.append(chunk)
+
+
 def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
     raw = request.args.get(name)
     if raw is None:
@@ -76,11 +105,25 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["spark_governor.engine"] = engine
     registry, ingest_metrics = build_registry(engine, settings.window_ms)
-    governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms)
+    governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms,
+                        stopped_after_s=settings.stopped_after_s)
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))
     app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))
     app.register_blueprint(build_partitioning_blueprint(engine))
+    app.register_blueprint(build_docs_blueprint())
+    auth.install_auth(app, engine, require_report_token=settings.require_report_token,
+                      open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
+    inflight = threading.BoundedSemaphore(settings.max_inflight_reports)
+    exposed = exposition_registry(registry, (ingest_metrics.reports, ingest_metrics.duration))
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(InterfaceError)
+    def _database_down(exc: DBAPIError):
+        log.warning("database error: %s", exc.__class__.__name__)
+        response = jsonify(error="database: unavailable, retry later")
+        response.headers["Retry-After"] = "5"
+        return response, 503
 
     @app.errorhandler(BadRequest)
     def _bad(exc: BadRequest):
@@ -103,7 +146,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         try:
             if request.content_length is not None and request.content_length > settings.max_body_bytes:
                 raise BadRequest(413, f"body: request exceeds {settings.max_body_bytes} bytes")
-            body = request.get_data(cache=False)
+            body = _read_bounded(settings.max_body_bytes)
             encoding = (request.headers.get("Content-Encoding") or "identity").lower()
             if encoding == "gzip":
                 body = _gunzip(body, settings.max_decompressed_bytes)
@@ -111,25 +154,39 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
                 raise BadRequest(415, f"Content-Encoding: unsupported {encoding!r} (use gzip or identity)")
             if not body:
                 raise BadRequest(400, "body: empty; expected a JSON report")
+            if not inflight.acquire(timeout=1.0):
+                response = jsonify(error="server: too many reports in flight, retry later")
+                response.headers["Retry-After"] = "1"
+                return response, 503
             try:
-                report = parse_report(body)
-            except ReportError as exc:
-                raise BadRequest(400, str(exc)) from None
+                try:
+                    report = parse_report(body)
+                except ReportError as exc:
+                    raise BadRequest(400, str(exc)) from None
+                del body
+                principal = getattr(g, "principal", None)
+                if principal is not None and not principal.may_access(report.job):
+                    raise BadRequest(403, f"job: token {principal.name!r} is not allowed for job {report.job!r}")
+                token = principal.name if principal is not None else None
+                for attempt in range(5):
+                    try:
+                        with engine.begin() as conn:
+                            if conn.dialect.name == "sqlite":  # take the write lock now, not on first write
+                                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                            result = ingest_report(conn, report, settings.window_ms, token)
+                        break
+                    except ReporterConflict as exc:
+                        raise BadRequest(403, str(exc)) from None
+                    except (IntegrityError, OperationalError):  # concurrent first insert / busy database
+                        if attempt == 4:
+                            ingest_metrics.reports.labels("error").inc()
+                            raise
+                        time.sleep(0.05 * (attempt + 1))
+            finally:
+                inflight.release()
         except BadRequest:
             ingest_metrics.reports.labels("rejected").inc()
             raise
-        for attempt in range(5):
-            try:
-                with engine.begin() as conn:
-                    if conn.dialect.name == "sqlite":  # take the write lock now, not on first write
-                        conn.exec_driver_sql("BEGIN IMMEDIATE")
-                    result = ingest_report(conn, report, settings.window_ms)
-                break
-            except (IntegrityError, OperationalError):  # concurrent first insert / busy database
-                if attempt == 4:
-                    ingest_metrics.reports.labels("error").inc()
-                    raise
-                time.sleep(0.05 * (attempt + 1))
         ingest_metrics.reports.labels("duplicate" if result.duplicate else "accepted").inc()
         ingest_metrics.duration.observe(time.perf_counter() - started)
         with engine.connect() as conn:
@@ -141,31 +198,57 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     @app.get("/api/v1/jobs")
     def get_jobs():
         with engine.connect() as conn:
-            return jsonify(jobs=queries.list_jobs(conn))
+            return jsonify(jobs=[j for j in queries.list_jobs(conn, stopped_after_s=settings.stopped_after_s)
+                                 if auth.allowed_job(j["name"])])
 
     @app.get("/api/v1/jobs/<job>")
     def get_job(job: str):
         with engine.connect() as conn:
             queries.job_row(conn, job)
-            return jsonify(next(j for j in queries.list_jobs(conn) if j["name"] == job))
+            return jsonify(next(j for j in queries.list_jobs(conn, stopped_after_s=settings.stopped_after_s)
+                                if j["name"] == job))
+
+    def _run(conn, job: str):
+        """The run the statistics show (``?run=``; default the latest; ``all``: every run merged)."""
+        j = queries.job_row(conn, job)
+        span = runs.select_run(conn, job, j.id, request.args.get("run") or None)
+        return span, (span.to_json() if span is not None else None)
+
+    @app.get("/api/v1/jobs/<job>/runs")
+    def get_runs(job: str):
+        with engine.connect() as conn:
+            j = queries.job_row(conn, job)
+            counts = runs.batch_counts(conn, j.id)
+            return jsonify(job=job, runs=[{**s.to_json(), "batches": counts.get(s.run_id, 0)}
+                                          for s in reversed(runs.run_spans(conn, j.id))])
 
     @app.get("/api/v1/jobs/<job>/stages")
     def get_stages(job: str):
         windows = _int_arg("windows", 12, 1, 1000)
         with engine.connect() as conn:
-            return jsonify(job=job, stages=queries.template_stats(conn, job, windows))
+            span, run = _run(conn, job)
+            return jsonify(job=job, run=run, stages=queries.template_stats(conn, job, windows, span))
 
     @app.get("/api/v1/jobs/<job>/stages/<template>/tasks")
     def get_tasks(job: str, template: str):
         windows = _int_arg("windows", 12, 1, 1000)
         with engine.connect() as conn:
-            return jsonify(job=job, **queries.runtime_stats(conn, job, template, windows))
+            span, run = _run(conn, job)
+            return jsonify(job=job, run=run, **queries.runtime_stats(conn, job, template, windows, span))
 
     @app.get("/api/v1/jobs/<job>/batches")
     def get_batches(job: str):
         limit = _int_arg("limit", 100, 1, 10_000)
         with engine.connect() as conn:
-            return jsonify(job=job, **queries.batch_stats(conn, job, limit))
+            span, run = _run(conn, job)
+            return jsonify(job=job, run=run, **queries.batch_stats(conn, job, limit, span))
+
+    @app.get("/api/v1/jobs/<job>/live")
+    def get_live(job: str):
+        window_s = _int_arg("window_s", 30, 1, 3600)
+        with engine.connect() as conn:
+            j = queries.job_row(conn, job)
+            return jsonify(job=job, window_s=float(window_s), live=liveness.live(conn, j.id, window_s=window_s))
 
     @app.get("/api/v1/openapi.json")
     def openapi():
@@ -176,12 +259,15 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         try:
             with engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
-        except Exception as exc:  # pragma: no cover - reported to the caller
-            return jsonify(status="error", error=str(exc)[:300]), 503
+        except Exception as exc:  # the detail (hosts, ports) goes to the log, never to the caller
+            log.warning("healthz: database unreachable: %s", exc)
+            response = jsonify(status="error", error="database: unreachable")
+            response.headers["Retry-After"] = "5"
+            return response, 503
         return jsonify(status="ok")
 
     @app.get("/metrics")
     def metrics():
-        return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(exposed), mimetype=CONTENT_TYPE_LATEST)
 
     return app

@@ -1,12 +1,16 @@
 """Prometheus exposition of latency constraints and of the models' prediction error.
 
 Per constraint (labels ``job``, ``constraint``): the latest complete span's measured mean
-record latency, its bound, the attainment over the last 12 spans, the model prediction in force
-and whether the latest model found the bound feasible. Per policy (labels ``job``, ``policy``,
+record latency, its bound, the attainment over the last 12 spans (spans without a completed
+micro-batch count as violated when work in flight was already older than the bound, see
+``aggregators.constraints``), the model prediction in force and whether the latest model found
+the bound feasible. Per policy (labels ``job``, ``policy``,
 ``quantity``): the relative prediction error of the latest judged decision,
 (observed − predicted) / predicted, for each quantity it predicted (``latency_s``, ``utilization``).
 """
 from __future__ import annotations
+
+import logging
 
 import time
 
@@ -35,7 +39,8 @@ class ConstraintCollector:
         bound = GaugeMetricFamily(f"{PREFIX}_constraint_bound_seconds", "Bound on the mean record latency",
                                   labels=labels)
         attainment = GaugeMetricFamily(f"{PREFIX}_constraint_attainment_ratio",
-                                       f"Fraction of the last {SPANS} spans within the bound", labels=labels)
+                                       f"Fraction of the last {SPANS} spans within the bound (spans whose work in flight "
+                                       "exceeded the bound count as violated)", labels=labels)
         predicted = GaugeMetricFamily(f"{PREFIX}_constraint_predicted_latency_seconds",
                                       "Model prediction of the mean record latency in force", labels=labels)
         feasible = GaugeMetricFamily(f"{PREFIX}_constraint_feasible",
@@ -48,7 +53,11 @@ class ConstraintCollector:
             names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
             for c in conn.execute(select(latency_constraints)).all():
                 job = names[c.job_id]
-                m = constraints.measure(conn, job, c.job_id, c, now_ms, SPANS, self.window_ms)
+                try:
+                    m = constraints.measure(conn, job, c.job_id, c, now_ms, SPANS, self.window_ms)
+                except Exception:  # one bad constraint must never break /metrics for the other jobs
+                    logging.getLogger("spark_governor.metrics").exception("constraint %s of %s", c.name, job)
+                    continue
                 key = [job, c.name]
                 bound.add_metric(key, c.bound_ms / 1000.0)
                 if m["latest"] is not None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Optional
 
 from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import constraints as store
 from spark_governor.aggregators import queries
-from spark_governor.aggregators.models import jobs, latency_constraints
+from spark_governor.aggregators.models import latency_constraints
+from spark_governor.aggregators.registration import configurable_job, forget_if_unreported, register_flag
 from spark_governor.api.auth import ApiError, audited, now_ms, parse_body
 from spark_governor.policies.wire import TemplateKey, validate_job_name
 
@@ -24,13 +25,13 @@ from spark_governor.policies.wire import TemplateKey, validate_job_name
 class ConstraintSettings(BaseModel):
     """Body of ``PUT /api/v1/jobs/<job>/constraints/<name>``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     vertices: Optional[list[TemplateKey]] = Field(
         None, min_length=1, max_length=64,
         description="Template keys of the constrained sequence, in order; omitted or null: the whole query")
     bound_ms: float = Field(gt=0, le=86_400_000, description="Bound ℓ on the mean record latency, milliseconds")
-    span_s: float = Field(store.DEFAULT_SPAN_S, gt=0, le=3600, description="Averaging span t, seconds")
-    use_event_time: bool = Field(True, description="Measure the wait from the job's observed event-time metric "
+    span_s: float = Field(store.DEFAULT_SPAN_S, ge=0.001, le=3600, description="Averaging span t, seconds")
+    use_event_time: StrictBool = Field(True, description="Measure the wait from the job's observed event-time metric "
                                                    "when it reports one")
 
     @field_validator("vertices")
@@ -82,13 +83,15 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
                 validate_job_name(value)
             except ValueError as exc:
                 raise ApiError(400, f"{what}: {str(exc).split(': ', 1)[1]}") from None
+        try:
+            register = register_flag(request.args.get("register"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
         now = now_ms()
         values = dict(vertices=settings.vertices, bound_ms=settings.bound_ms, span_s=settings.span_s,
                       event_time_metric=settings.use_event_time, updated_ms=now)
         with engine.begin() as conn:
-            jid = conn.execute(select(jobs.c.id).where(jobs.c.name == job)).scalar()
-            if jid is None:
-                jid = conn.execute(insert(jobs).values(name=job, created_ms=now)).inserted_primary_key[0]
+            jid = configurable_job(conn, job, register, now)
             others = [c for c in store.list_constraints(conn, jid) if c.name != name]
             if others and any(c.span_s != settings.span_s for c in others):
                 # digest 004 §10.13: constraints of one job are evaluated together and must share t
@@ -108,6 +111,8 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
             j = queries.job_row(conn, job)
             res = conn.execute(delete(latency_constraints).where(latency_constraints.c.job_id == j.id,
                                                                  latency_constraints.c.name == name))
+            if res.rowcount:
+                forget_if_unreported(conn, j.id)  # a pre-registered job without configuration is gone
         if res.rowcount == 0:
             raise ApiError(404, f"constraint {name!r} of job {job!r} not found")
         return jsonify(deleted=name), 200

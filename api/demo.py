@@ -85,6 +85,7 @@ def _spawn_control_plane(db_url: str, port: int, token: str, log_path: Path) -> 
     env = dict(os.environ, SPARK_GOVERNOR_TOKENS=f"demo={token}")
     with open(log_path, "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
+                                 "--anonymous-reports",  # the demo job's attach() sends no token (local only)
                                  "--evaluation-seconds", f"{EVALUATION_S:g}", "--window-seconds", f"{EVALUATION_S:g}"],
                                 stdout=subprocess.DEVNULL, stderr=log, env=env)
 
@@ -129,8 +130,8 @@ def run_demo(seconds: float = 60.0, rate: Optional[int] = None, keys: Optional[i
             _wait_control_plane(proc, url, log_path)
             api = _Api(url, token)
             # what an operator does: a latency constraint, then the policy in dry-run mode
-            api.put(f"/api/v1/jobs/{JOB}/constraints/{CONSTRAINT}", {"bound_ms": bound_ms, "span_s": EVALUATION_S})
-            api.put(f"/api/v1/jobs/{JOB}/policies/{POLICY}",
+            api.put(f"/api/v1/jobs/{JOB}/constraints/{CONSTRAINT}?register=true", {"bound_ms": bound_ms, "span_s": EVALUATION_S})
+            api.put(f"/api/v1/jobs/{JOB}/policies/{POLICY}?register=true",
                     {"enabled": True, "mode": "dry-run", "config": {"trigger_interval_s": cfg.trigger_seconds}})
             err(f"PUT /api/v1/jobs/{JOB}/constraints/{CONSTRAINT}: mean record latency ≤ {bound_ms:,.0f} ms "
                 f"over {EVALUATION_S:g} s spans")

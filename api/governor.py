@@ -4,7 +4,9 @@ For each enabled policy of a job: collect its ``JobView`` (aggregators.view), le
 evaluate it, pass each proposal through the shared safety rules (policies.safety), persist the
 decision, and — in ``act`` mode, for an actuatable knob — issue a new directive version in the
 same transaction (the decision row is written first). A knob the job cannot actuate (executors in
-``local[*]``) keeps the decision as a recommendation with status ``not_actuatable``.
+``local[*]``) keeps the decision as a recommendation with status ``not_actuatable``, in either mode.
+Only active jobs are evaluated (``aggregators.job_state``): a job that stopped reporting, or whose
+streaming queries all terminated, gets no decisions.
 
 Effectiveness: ``effectiveness_intervals`` evaluation intervals after a decision was applied, the
 policy's ``observe`` is compared with the decision's prediction (``judge_effect``); ineffective
@@ -23,6 +25,7 @@ from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import directives as repo
+from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
 from spark_governor.aggregators.models import decisions, jobs, policy_configs
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.registry import get_policy, validate_config
@@ -36,6 +39,7 @@ class Governor:
     engine: Engine
     evaluation_interval_s: float = 10.0
     window_ms: int = 5000
+    stopped_after_s: float = STOPPED_AFTER_S  # aggregators.job_state: stopped jobs get no decisions
 
     def evaluate_all(self, now_ms: int | None = None) -> None:
         with self.engine.connect() as conn:
@@ -51,11 +55,15 @@ class Governor:
                                       int(time.time() * 1000))
 
     def evaluate_job(self, job_id: int, now_ms: int | None = None) -> list[int]:
-        """Evaluate every enabled policy of one job; returns the ids of new decisions."""
+        """Evaluate every enabled policy of one job; returns the ids of new decisions. A job that is not
+        active (``aggregators.job_state``: stopped, or never reported) is not evaluated."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         created: list[int] = []
         with self.engine.connect() as conn:
-            job = conn.execute(select(jobs.c.name).where(jobs.c.id == job_id)).scalar_one()
+            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).one()
+            if not job_state(conn, row, now_ms, self.stopped_after_s).active:
+                return created  # registered (never reported) or stopped: nothing to decide about
+            job = row.name
             configs = conn.execute(select(policy_configs).where(policy_configs.c.job_id == job_id,
                                                                 policy_configs.c.enabled)).all()
         for pc in configs:
@@ -90,10 +98,10 @@ class Governor:
                     continue
                 reason = p.reason + (f" [{g.note}]" if g.note else "")
                 not_actuatable = view.not_actuatable.get(p.knob)
-                if pc.mode != "act":
-                    status, message = "recorded", "dry-run"
-                elif not_actuatable:
+                if not_actuatable:  # a recommendation, in either mode: it can be neither issued nor approved
                     status, message = "not_actuatable", f"not actuatable: {not_actuatable}"
+                elif pc.mode != "act":
+                    status, message = "recorded", "dry-run"
                 else:
                     status, message = "issued", None
                 decision_id = repo.record_decision(

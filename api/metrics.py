@@ -200,6 +200,55 @@ class IngestMetrics:
                                   registry=registry)
 
 
+QUERY_STATES = ("running", "waiting", "idle", "terminated")
+
+
+class LiveCollector:
+    """The job between its micro-batches (``aggregators.liveness``), from the latest query states
+    reported within ``STALE_AFTER_S``: ages of the running batch and of the oldest unprocessed
+    record (0 when nothing is in flight: no batch runs, the query is idle or terminated), the
+    backlog in rows and in seconds of work (0 when idle or terminated; absent where no source
+    counts rows), and the number of queries per state."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from spark_governor.aggregators import liveness
+
+        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, doc in (
+            ("running_batch_age_seconds", "Age of the micro-batch in flight (0 when none runs)"),
+            ("oldest_record_age_seconds", "Age of the oldest unprocessed record (0 when none waits)"),
+            ("backlog_rows", "Rows available at the sources but not yet processed"),
+            ("backlog_seconds", "The backlog in seconds of work at the recent processing rate"),
+        )}
+        states = GaugeMetricFamily(f"{PREFIX}_queries", "Streaming queries of the job by state",
+                                   labels=["job", "state"])
+        now_ms = int(time.time() * 1000)
+        with self.engine.connect() as conn:
+            for job_id, name in conn.execute(select(jobs.c.id, jobs.c.name)).all():
+                live = liveness.live(conn, job_id, now_ms, max_age_ms=STALE_AFTER_S * 1000)
+                if live is None:
+                    continue
+                quiet = live["status"] in ("idle", "terminated")
+                g["running_batch_age_seconds"].add_metric([name], live["running_batch_age_s"] or 0.0)
+                g["oldest_record_age_seconds"].add_metric([name], live["oldest_record_age_s"] or 0.0)
+                for metric, key in (("backlog_rows", "backlog_rows"), ("backlog_seconds", "backlog_s")):
+                    value = 0.0 if quiet else live[key]
+                    if value is not None:
+                        g[metric].add_metric([name], value)
+                counts = {s: 0 for s in QUERY_STATES}
+                for q in live["queries"]:
+                    counts[q["status"]] += 1
+                for state, n in counts.items():
+                    states.add_metric([name, state], n)
+        yield from g.values()
+        yield states
+
+
 def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegistry, IngestMetrics]:
     from spark_governor.api.batch_interval_metrics import BatchIntervalCollector
     from spark_governor.api.constraint_metrics import ConstraintCollector
@@ -207,6 +256,7 @@ def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegi
 
     registry = CollectorRegistry()
     registry.register(StoreCollector(engine))
+    registry.register(LiveCollector(engine))
     registry.register(ConstraintCollector(engine, window_ms))
     registry.register(PartitionCollector(engine))
     registry.register(BatchIntervalCollector(engine))

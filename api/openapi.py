@@ -63,13 +63,20 @@ NAME = _path_param("name", "Policy name (see GET /api/v1/policies)")
 WINDOWS = _query_int("windows", "Number of most recent statistics windows", 1, 1000, 12)
 SPANS = _query_int("spans", "Most recent complete averaging spans", 1, 720, 12)
 WRITE = [{"bearerAuth": []}]
+RUN = _query_str("run", "The run to show: a run_id from GET /api/v1/jobs/{job}/runs, or `all` for every run merged "
+                        "(default: the latest run)")
+REGISTER = {"name": "register", "in": "query", "required": False, "schema": {"type": "boolean", "default": False},
+            "description": "Pre-register a job that has never reported (without it: 404 for an unknown job). "
+                           "A pre-registered job is removed again when its last policy and constraint are deleted "
+                           "before it reported."}
 DECISION_STATUSES = ["recorded", "issued", "applied", "failed", "not_actuatable", "superseded"]
 
 
 def _paths() -> dict:
     return {
         "/api/v1/reports": {"post": {
-            "summary": "Ingest a report from a job's reporter (schema v1); idempotent per (reporter id, seq)",
+            "summary": "Ingest a report from a job's reporter (schema v2; v1 accepted); idempotent per "
+                       "(reporter id, seq)",
             "parameters": [{"name": "Content-Encoding", "in": "header", "required": False,
                             "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
             "requestBody": {"required": True, "content": {JSON: {"schema": _ref(Report)}}},
@@ -77,17 +84,28 @@ def _paths() -> dict:
         "/api/v1/jobs": {"get": {"summary": "Jobs with their reporter counters", "responses": _responses(s.JobList)}},
         "/api/v1/jobs/{job}": {"get": {"summary": "One job", "parameters": [JOB],
                                        "responses": _responses(s.Job, 404)}},
+        "/api/v1/jobs/{job}/runs": {"get": {
+            "summary": "Runs of the job (each Spark application that reported under its name), newest first",
+            "parameters": [JOB], "responses": _responses(s.RunList, 404)}},
         "/api/v1/jobs/{job}/stages": {"get": {
-            "summary": "Template vertices (stages): recent windows merged over partitions, and a summary",
-            "parameters": [JOB, WINDOWS], "responses": _responses(s.StageList, 400, 404)}},
+            "summary": "Template vertices (stages) of one run (default: the latest): recent windows merged over "
+                       "partitions, and a summary",
+            "parameters": [JOB, WINDOWS, RUN], "responses": _responses(s.StageList, 400, 404)}},
         "/api/v1/jobs/{job}/stages/{template}/tasks": {"get": {
-            "summary": "Runtime vertices (partitions) of one template vertex",
-            "parameters": [JOB, _path_param("template", "Template key"), WINDOWS],
+            "summary": "Runtime vertices (partitions) of one template vertex, in one run (default: the latest)",
+            "parameters": [JOB, _path_param("template", "Template key"), WINDOWS, RUN],
             "responses": _responses(s.TaskStats, 400, 404)}},
         "/api/v1/jobs/{job}/batches": {"get": {
-            "summary": "Recent micro-batches with trigger interarrival and duration moments",
-            "parameters": [JOB, _query_int("limit", "Most recent batches", 1, 10_000, 100)],
+            "summary": "Recent micro-batches of one run (default: the latest) with trigger interarrival and "
+                       "duration moments",
+            "parameters": [JOB, _query_int("limit", "Most recent batches", 1, 10_000, 100), RUN],
             "responses": _responses(s.BatchList, 400, 404)}},
+        "/api/v1/jobs/{job}/live": {"get": {
+            "summary": "The job between its micro-batches: running batch and its age, oldest unprocessed record's "
+                       "age, backlog in rows and seconds of work, idle or not, per query and combined",
+            "parameters": [JOB, _query_int("window_s", "Seconds of history for the backlog trend and completed "
+                                                       "batches", 1, 3600, 30)],
+            "responses": _responses(s.JobLive, 400, 404)}},
         "/api/v1/policies": {"get": {"summary": "Installed policies with their config schema",
                                      "responses": _responses(s.PolicyList)}},
         "/api/v1/jobs/{job}/policies": {"get": {"summary": "Policies configured for a job", "parameters": [JOB],
@@ -96,7 +114,8 @@ def _paths() -> dict:
             "parameters": [JOB, NAME],
             "get": {"summary": "A job's configuration of one policy", "responses": _responses(s.JobPolicy, 404)},
             "put": {"summary": "Configure, enable or disable a policy for a job (config is validated against "
-                               "the policy's config_schema)", "security": WRITE,
+                               "the policy's config_schema); 404 for a job that never reported unless "
+                               "?register=true", "security": WRITE, "parameters": [REGISTER],
                     "requestBody": {"required": True, "content": {JSON: {"schema": _ref(PolicySettings)}}},
                     "responses": _responses(s.JobPolicy, 400, 401, 404, 409)},
             "delete": {"summary": "Remove a policy's configuration from a job", "security": WRITE,
@@ -130,9 +149,10 @@ def _paths() -> dict:
             "parameters": [JOB, _path_param("name", "Constraint name")],
             "get": {"summary": "One latency constraint per span", "parameters": [SPANS],
                     "responses": _responses(s.ConstraintDetail, 400, 404)},
-            "put": {"summary": "Declare or change a latency constraint", "security": WRITE,
+            "put": {"summary": "Declare or change a latency constraint; 404 for a job that never reported "
+                               "unless ?register=true", "security": WRITE, "parameters": [REGISTER],
                     "requestBody": {"required": True, "content": {JSON: {"schema": _ref(ConstraintSettings)}}},
-                    "responses": _responses(s.Constraint, 400, 401, 409)},
+                    "responses": _responses(s.Constraint, 400, 401, 404, 409)},
             "delete": {"summary": "Remove a latency constraint", "security": WRITE,
                        "responses": _responses(s.Deleted, 401, 404)}},
         "/api/v1/jobs/{job}/partitioning": {"get": {
@@ -145,6 +165,14 @@ def _paths() -> dict:
             "responses": _responses(s.CurrentPlan, 404)}},
         "/api/v1/openapi.json": {"get": {"summary": "This document",
                                           "responses": _responses({"type": "object"})}},
+        "/api/docs": {"get": {"summary": "Interactive API page (Swagger UI over this document, served locally)",
+                              "responses": {"200": {"description": "OK", "content": {
+                                  "text/html": {"schema": {"type": "string"}}}}}}},
+        "/api/docs/{filename}": {"get": {
+            "summary": "Swagger UI's static files for /api/docs",
+            "parameters": [_path_param("filename", "A file of the Swagger UI distribution")],
+            "responses": {"200": {"description": "OK (CSS, JavaScript or an image)", "content": {"*/*": {"schema": {}}}},
+                          "404": {"description": "No such file", "content": {JSON: {"schema": _ref(s.Error)}}}}}},
         "/healthz": {"get": {"summary": "Health (database reachable)", "responses": _responses(s.Health, 503)}},
         "/metrics": {"get": {"summary": "Prometheus exposition", "responses": {"200": {
             "description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

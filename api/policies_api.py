@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Literal
 
 from flask import Blueprint, g, jsonify, request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import directives as repo
 from spark_governor.aggregators import queries
 from spark_governor.aggregators.models import decisions, events, jobs, policy_configs
+from spark_governor.aggregators.registration import configurable_job, forget_if_unreported, register_flag
 from spark_governor.api.auth import ApiError, audited, now_ms, parse_body
 from spark_governor.api.governor import Governor
 from spark_governor.policies.registry import InvalidConfig, PolicyNotFound, describe, get_policy, load_policies, validate_config
@@ -26,7 +27,7 @@ class PolicySettings(BaseModel):
     """Body of ``PUT /api/v1/jobs/<job>/policies/<name>``."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
+    enabled: StrictBool = True
     mode: Literal["dry-run", "act"] = "dry-run"
     config: dict = {}
 
@@ -40,6 +41,23 @@ def _decision_json(r) -> dict:
     return {k: getattr(r, k) for k in ("id", "policy", "knob", "old_value", "new_value", "reason", "inputs",
                                         "prediction", "mode", "status", "status_message", "directive_version",
                                         "created_ms", "applied_ms", "outcome", "effective", "outcome_ms")}
+
+
+def _refuse_unapplicable(conn, job_id: int, job: str, policy: str, knobs) -> None:
+    """409 when the job's attachment says it can never apply one of the policy's knobs (the listener jar
+    applies executors only); jobs whose reporter did not say (``attach()``) are not refused."""
+    attachment = conn.execute(select(jobs.c.attachment).where(jobs.c.id == job_id)).scalar() or {}
+    can_apply = attachment.get("can_apply")
+    if can_apply is None:
+        return
+    missing = [k for k in knobs if k not in can_apply]
+    if missing:
+        reason = ((conn.execute(select(jobs.c.not_actuatable).where(jobs.c.id == job_id)).scalar() or {})
+                  .get(missing[0]) or "not supported by this attachment")
+        kind = {"jar": "the listener jar (--jars/--conf)", "attach": "attach()"}.get(attachment.get("kind"),
+                                                                                   str(attachment.get("kind")))
+        raise ApiError(409, f"knob {missing[0]!r}: policy {policy!r} needs it, but job {job!r} is attached by "
+                            f"{kind}, which can apply only {', '.join(can_apply) or 'no knob'}: {reason}")
 
 
 def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
@@ -92,12 +110,15 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
             validate_job_name(job)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
+        try:
+            register = register_flag(request.args.get("register"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
         now = now_ms()
         with engine.begin() as conn:
-            jid = conn.execute(select(jobs.c.id).where(jobs.c.name == job)).scalar()
-            if jid is None:
-                jid = conn.execute(insert(jobs).values(name=job, created_ms=now)).inserted_primary_key[0]
+            jid = configurable_job(conn, job, register, now)
             if settings.enabled:
+                _refuse_unapplicable(conn, jid, job, name, cls.knobs)
                 for other in conn.execute(select(policy_configs).where(
                         policy_configs.c.job_id == jid, policy_configs.c.enabled, policy_configs.c.policy != name)):
                     try:
@@ -125,6 +146,8 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
             jid = job_id_or_404(conn, job)
             res = conn.execute(delete(policy_configs).where(policy_configs.c.job_id == jid,
                                                             policy_configs.c.policy == name))
+            if res.rowcount:
+                forget_if_unreported(conn, jid)  # a pre-registered job without configuration is gone
         if res.rowcount == 0:
             raise ApiError(404, f"policy {name!r} is not configured for job {job!r}")
         return jsonify(deleted=name), 200
@@ -141,7 +164,7 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
             for arg, op in (("since_ms", "ge"), ("until_ms", "lt")):
                 raw = request.args.get(arg)
                 if raw is not None:
-                    if not raw.isdigit():
+                    if not raw.isdigit() or int(raw) > 2**63 - 1:
                         raise ApiError(400, f"{arg}: must be epoch milliseconds")
                     col = decisions.c.created_ms
                     q = q.where(col >= int(raw) if op == "ge" else col < int(raw))
@@ -155,6 +178,8 @@ def build_blueprint(engine: Engine, governor: Governor) -> Blueprint:
     @bp.post("/api/v1/jobs/<job>/decisions/<int:decision_id>/approve")
     @audited(engine)
     def approve(job: str, decision_id: int):
+        if decision_id > 2**31 - 1:  # larger than any id the database holds
+            raise ApiError(404, f"decision {decision_id} of job {job!r} not found")
         now = now_ms()
         with engine.begin() as conn:
             j = queries.job_row(conn, job)

@@ -62,7 +62,9 @@ def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | Non
 def start_serve(db_url: str, port: int, stderr=subprocess.DEVNULL, timeout_s: float = 60.0) -> subprocess.Popen:
     """Run ``spark-governor serve`` on 127.0.0.1:``port`` in its own process and wait until it is healthy (it is
     stopped again if it does not come up)."""
-    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
+    # a local plane for benchmarks: reporters attach without a token
+    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
+                             "--anonymous-reports"],
                             stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", timeout_s, proc=proc)

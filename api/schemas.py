@@ -54,6 +54,13 @@ class ReportAccepted(_Body):
 
 class Job(_Body):
     name: str
+    #: registered (pre-registered, never reported) | active | stopped (silent, or every query terminated);
+    #: only active jobs get policy decisions
+    state: Literal["registered", "active", "stopped"]
+    state_reason: Optional[str] = None
+    #: run id of the latest run (the Spark application id, or ``unknown-app``) and how many runs the job had
+    latest_run: Optional[str] = None
+    runs: int = 0
     created_ms: int
     last_report_ms: Optional[int]
     slots: Optional[int]
@@ -62,6 +69,10 @@ class Job(_Body):
     executors: Optional[int]
     not_actuatable: dict[str, str]
     knob_state: dict[str, Any]  # what the job's appliers report per knob (e.g. declared exchanges)
+    #: how the job's reporter is attached ({kind: "attach" | "jar", version, can_apply}); null when it did not say
+    attachment: Optional[dict[str, Any]] = None
+    #: knobs the attachment can apply at all (the listener jar: executors only); null: unknown, nothing refused
+    can_apply: Optional[list[str]] = None
     reporters: int
     tasks_reported_total: int
     reporter_dropped_total: int
@@ -70,6 +81,26 @@ class Job(_Body):
 
 class JobList(_Body):
     jobs: list[Job]
+
+
+class Run(_Body):
+    """One run of a job: one Spark application (or reporter) reporting under the job's name."""
+
+    run_id: str
+    app_id: Optional[str]
+    master: Optional[str]
+    first_ms: int  # first report (control-plane clock)
+    last_ms: int  # latest report
+    latest: bool  # the run the statistics show by default
+
+
+class RunSummary(Run):
+    batches: int  # micro-batches stored for the run
+
+
+class RunList(_Body):
+    job: str
+    runs: list[RunSummary]  # newest first
 
 
 class Moments(_Body):
@@ -130,6 +161,7 @@ class Stage(_Body):
 
 class StageList(_Body):
     job: str
+    run: Optional[Run]  # the run shown (null: every run merged, or a job without recorded runs)
     stages: list[Stage]
 
 
@@ -143,6 +175,7 @@ class TaskStats(_Body):
     """Runtime vertices (partitions) of one template vertex."""
 
     job: str
+    run: Optional[Run]
     key: str
     name: str
     partitions: list[PartitionStats]
@@ -164,6 +197,7 @@ class Batch(_Body):
     observed_metrics: dict[str, Any]
     record_interarrival_s: Optional[float]
     record_wait_s: Optional[float]
+    job_run_id: Optional[str]  # the job run that reported the batch (``Run.run_id``; null before runs were recorded)
 
 
 class RecordInterarrival(_Body):
@@ -173,6 +207,7 @@ class RecordInterarrival(_Body):
 
 class BatchList(_Body):
     job: str
+    run: Optional[Run]
     batches: list[Batch]
     interarrival: Moments
     duration: Moments
@@ -294,7 +329,11 @@ class HoldList(_Body):
 # -- latency constraints -------------------------------------------------------------------------
 
 class ConstraintSpan(_Body):
-    """One averaging span: measured mean record latency against the bound (milliseconds)."""
+    """One averaging span: measured mean record latency against the bound (milliseconds).
+
+    ``source`` ``in-flight``: no micro-batch completed in the span, but work in flight (the
+    running batch, or the oldest unprocessed record) was already older than the bound; the span is
+    violated and ``latency_ms`` is that age, a lower bound."""
 
     start_ms: int
     batches: Optional[int]
@@ -303,7 +342,7 @@ class ConstraintSpan(_Body):
     bound_ms: float
     attained: bool
     predicted_latency_ms: Optional[float]  # the latest model prediction made before the span ended
-    source: Literal["event-time", "estimated", "stage-latency"]
+    source: Literal["event-time", "estimated", "stage-latency", "in-flight"]
 
 
 class ConstraintFields(_Body):
@@ -323,7 +362,7 @@ class ConstraintStatus(ConstraintFields):
     spans: list[ConstraintSpan]
     attainment: Optional[float]  # fraction of the listed spans whose latency was within the bound
     latest: Optional[ConstraintSpan]
-    source: Optional[Literal["event-time", "estimated", "stage-latency"]]
+    source: Optional[Literal["event-time", "estimated", "stage-latency", "in-flight"]]
     batching_wait_ms: Optional[float]  # mean wait of a record for its micro-batch to start, over the spans
     feasible: Optional[bool]  # the latest model decision: can the bound be met at maximum parallelism?
 
@@ -335,6 +374,73 @@ class ConstraintDetail(ConstraintStatus):
 class ConstraintList(_Body):
     job: str
     constraints: list[ConstraintStatus]
+
+
+# -- the job between micro-batches ---------------------------------------------------------------
+
+QueryStatus = Literal["running", "waiting", "idle", "terminated"]
+
+
+class LiveSource(_Body):
+    """One source of a query as its reporter last saw it (``policies.wire.SourceStateRecord``):
+    offsets as JSON text, rows where the offsets count rows, epoch ms, rows per second."""
+
+    description: Optional[str] = None
+    processed_offset: Optional[str] = None
+    latest_offset: Optional[str] = None
+    processed_rows: Optional[int] = None
+    available_rows: Optional[int] = None
+    backlog_rows: Optional[int] = None
+    oldest_unprocessed_ms: Optional[int] = None
+    arrival_rows_per_second: Optional[float] = None
+    min_offsets_behind_latest: Optional[float] = None
+    avg_offsets_behind_latest: Optional[float] = None
+    max_offsets_behind_latest: Optional[float] = None
+
+
+class LiveFigures(_Body):
+    """Ages in seconds as of the answer, backlog in rows and in seconds of work (rows / processing
+    rate, rows per second of batch processing time)."""
+
+    status: QueryStatus
+    observed_ms: int  # when the reporter took the (latest) state, driver clock
+    running_batch_id: Optional[int]
+    running_batch_age_s: Optional[float]  # age of the micro-batch in flight; null: none is
+    oldest_record_age_s: Optional[float]  # age of the oldest unprocessed record; null: none waits or unknown
+    oldest_record_source: Optional[Literal["source", "running-batch"]]  # running-batch: a lower bound
+    backlog_rows: Optional[float]
+    backlog_s: Optional[float]
+    processing_rows_per_second: Optional[float]
+    arrival_rows_per_second: Optional[float]
+    trigger_interval_s: Optional[float]
+
+
+class LiveQuery(LiveFigures):
+    """One streaming query of the job."""
+
+    query_id: str
+    run_id: Optional[str]
+    name: Optional[str]
+    running_batch_start_ms: Optional[int]
+    last_batch_id: Optional[int]  # the latest completed micro-batch
+    last_batch_end_ms: Optional[int]
+    last_idle_ms: Optional[int]  # the latest onQueryIdle (a trigger found no new data)
+    sources: list[LiveSource]
+
+
+class LiveState(LiveFigures):
+    """The job: its queries combined (oldest ages, summed backlogs; running if any query runs a
+    batch, else waiting, idle, terminated), the backlog trend and batches completed in the window."""
+
+    backlog_growth_rows_per_second: Optional[float]  # slope of the backlog right after each batch
+    completed_batches: int  # micro-batches completed within the window
+    queries: list[LiveQuery]
+
+
+class JobLive(_Body):
+    job: str
+    window_s: float
+    live: Optional[LiveState]  # null: no reporter sent a query state in the last 30 s
 
 
 # -- partitioning (Prompt) ---------------------------------------------------------------------

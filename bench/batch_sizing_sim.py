@@ -133,11 +133,14 @@ class Controller:
 
 
 class FixedPoint(Controller):
+    """``FixedPointController(**params)``: named ``fixed-point`` at its defaults (the adaptive
+    variant), ``fixed-point paper`` with ``slack="paper"``, plus `` rho=…`` when ρ is not 0.7."""
+
     def __init__(self, **params) -> None:
         self.ctl = FixedPointController(**params)
-        self.name = "fixed-point" if params.get("rho", 0.7) == 0.7 else f"fixed-point rho={params['rho']}"
-        if self.ctl.slack == "adaptive":
-            self.name += " adaptive"
+        self.name = "fixed-point" + ("" if self.ctl.adaptive else " paper")
+        if self.ctl.rho != 0.7:
+            self.name += f" rho={self.ctl.rho:g}"
         self.branches: list[str] = []
         self.rhos: list[float] = []
 
@@ -145,7 +148,7 @@ class FixedPoint(Controller):
         return self.ctl.first_interval()
 
     def next_interval(self, boundary, done, x):
-        d = self.ctl.decide([(j.x, j.p) for j in done[-max(2, self.ctl.noise_window):]], x)
+        d = self.ctl.decide([(j.x, j.p) for j in done[-self.ctl.history:]], x)
         self.branches.append(d.branch)
         self.rhos.append(d.rho)
         return d.interval_s
@@ -274,8 +277,9 @@ def run(workload: Workload, controller: Controller, seed: int = 0) -> Summary:
 def event_table(omega: Callable[[int, float, float, float], float], n: int, x1: float = 0.1,
                 controller: Optional[FixedPointController] = None) -> list[tuple]:
     """The digest's reference EVENT simulator (§10) with ``p = omega(i, B_prev, B, x)``; rows
-    ``(i, B_prev, x, p, q, L, x_next, branch)`` — the oracle tables of §6.5–6.8."""
-    ctl = controller or FixedPointController(rounding="none", max_interval_s=None)
+    ``(i, B_prev, x, p, q, L, x_next, branch)`` — the oracle tables of §6.5–6.8 (the paper's rule,
+    unrounded, unless ``controller`` is given)."""
+    ctl = controller or FixedPointController(slack="paper", rounding="none", max_interval_s=None)
     boundary = end_prev = 0.0
     x = x1
     jobs: list[tuple[float, float, float]] = []

@@ -146,7 +146,7 @@ def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s:
     register_paced_sources(spark)
     # keep every batch of a run in recentProgress (default 100: fast controllers would lose the first phase)
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "2000")
-    entries = [("fixed-point", {}), ("fixed-point", {"slack": "adaptive"}), ("fastest-trigger", {}), ("pid-rate", {"interval_s": 1.0})]
+    entries = [("fixed-point", {}), ("fixed-point", {"slack": "paper"}), ("fastest-trigger", {}), ("pid-rate", {"interval_s": 1.0})]
     entries += [("static-interval", {"interval_s": x}) for x in statics]
     rows = []
     try:
@@ -156,7 +156,7 @@ def run_spark_bench(rate: float = 2000.0, phase_s: float = 15.0, cost_per_row_s:
                 continue
             s = summarize(batches, t0, (t0 + int(phase_s * 1000), t0 + int(2 * phase_s * 1000)))
             name = policy if policy != "static-interval" else f"static {config['interval_s']:g}s"
-            name += " adaptive" if config.get("slack") == "adaptive" else ""
+            name += " paper" if config.get("slack") == "paper" else ""
             rows.append({"controller": name, **s})
     finally:
         if own:

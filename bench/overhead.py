@@ -61,13 +61,14 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
         url = f"http://127.0.0.1:{port}"
         plane = start_serve(f"sqlite:///{tmp}/bench.db", port)
         try:
-            samples = {"without": [], "with": []}
+            samples = {"without": [], "with": [], "jar": []}
             reporter_stats = []
+            variants = ("without", "with", "jar") if _jar_available(log) else ("without", "with")
             for i in range(runs):
-                for variant in ("without", "with"):
+                for variant in variants:
                     cmd = [sys.executable, "-m", "spark_governor.bench.overhead_worker", "--batches", str(batches), "--rows", str(rows)]
-                    if variant == "with":
-                        cmd += ["--endpoint", url]
+                    if variant != "without":
+                        cmd += ["--endpoint", url] + (["--jar"] if variant == "jar" else [])
                     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
                     if out.returncode != 0:
@@ -76,8 +77,10 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
                     job_ms = sum(res["batch_ms"])
                     samples[variant].append(job_ms)
                     if res["reporter"]:
-                        reporter_stats.append(res["reporter"])
+                        reporter_stats.append({"variant": variant, "wall_ms": res.get("wall_ms"), **res["reporter"]})
                     log(f"run {i + 1}/{runs} {variant:>7} reporters: {job_ms / 1000:.2f} s for {len(res['batch_ms'])} batches")
+            jar_job = requests.get(f"{url}/api/v1/jobs/bench-overhead-jar", timeout=10)
+            jar_reporter = jar_job.json() if jar_job.status_code == 200 else None
         finally:
             stop_process(plane)
         ingest_port = free_port()
@@ -96,9 +99,39 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
         "overhead_fraction": overhead,
         "overhead_target": OVERHEAD_TARGET,
         "overhead_within_target": overhead <= OVERHEAD_TARGET,
+        **_jar_summary(samples["jar"], med_without, jar_reporter,
+                       [r for r in reporter_stats if r["variant"] == "jar"]),
         "ingest_tasks_per_second": ingest["tasks_per_second"],
         "ingest_tasks_per_cpu_second": ingest["tasks_per_cpu_second"],
         "ingest_ratio_to_target_per_core": ingest["ratio_to_target_per_core"],
     }
     return {"summary": summary, "runs": samples, "batches_per_run": batches, "rows_per_batch": rows,
-            "reporter_stats": reporter_stats, "ingest": ingest}
+            "reporter_stats": reporter_stats, "jar_reporter": jar_reporter, "ingest": ingest}
+
+
+def _jar_available(log: Callable[[str], None]) -> bool:
+    """Whether the listener jar (``spark-governor jar``) is there or can be built; the jar row is left out if not."""
+    from spark_governor.collectors.jvm.build import JarUnavailable, find_jar
+
+    try:
+        find_jar(log=log)
+        return True
+    except JarUnavailable as exc:
+        log(f"no jar row: {exc}")
+        return False
+
+
+def _jar_summary(jar_ms: list, med_without: float, jar_reporter, jar_stats: list) -> dict:
+    """The jar row: the same job reported by the JVM listener jar (added by --jars/--conf) instead of attach().
+    Besides the job-time ratio (noisy on a busy machine), the reporter thread's own CPU time per second of the
+    query's wall time: what the jar takes from the driver, whatever else runs."""
+    if not jar_ms:
+        return {}
+    med = statistics.median(jar_ms)
+    cpu = [r["thread_cpu_ms"] / r["wall_ms"] for r in jar_stats if r.get("thread_cpu_ms") and r.get("wall_ms")]
+    return {"job_seconds_median_with_jar": med / 1000, "ratio_jar_over_without": med / med_without,
+            "jar_overhead_fraction": med / med_without - 1,
+            "jar_overhead_within_target": med / med_without - 1 <= OVERHEAD_TARGET,
+            "jar_tasks_reported": (jar_reporter or {}).get("tasks_reported_total"),
+            "jar_reporter_dropped": (jar_reporter or {}).get("reporter_dropped_total"),
+            "jar_reporter_cpu_fraction_of_wall": statistics.median(cpu) if cpu else None}

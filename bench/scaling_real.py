@@ -121,9 +121,9 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
             kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
     """One run: ``policy`` is ``kingman`` or ``static``."""
     job = f"real-{policy}"
-    _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e", {"bound_ms": bound_s * 1000, "span_s": span_s})
+    _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     if policy == "kingman":
-        _put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman", {"mode": "act", "config": {
+        _put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman?register=true", {"mode": "act", "config": {
             "trigger_interval_s": trigger_s, "min_value": 1, "max_value": max_executors, **(kingman_config or {})}})
     tmp = workdir / job
     tmp.mkdir(parents=True, exist_ok=True)

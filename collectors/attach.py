@@ -15,7 +15,11 @@ It registers
   event *reference* to the reporter's bounded queue and return: Spark's listener bus never waits
   for JSON conversion or HTTP. Callbacks we do not use are answered by a generic no-op.
 * a ``StreamingQueryListener`` (through Spark's Python listener wrapper) whose
-  ``onQueryProgress`` queues the JVM event; the reporter thread renders its JSON.
+  ``onQueryProgress`` queues the JVM event; the reporter thread renders its JSON. ``onQueryStarted``,
+  ``onQueryIdle`` (a trigger found no new data) and ``onQueryTerminated`` are queued the same way
+  for the queries' liveness (``collectors.query_state``);
+* a poll of the active queries' status and trigger (``query_status_poller``), which the reporter
+  thread calls once a second, so a micro-batch that has not started a Spark job yet is seen running.
 
 Classic (py4j) PySpark only: Spark Connect has no driver-side listener API for Python.
 """
@@ -172,13 +176,51 @@ class ProgressListener:
         self._reporter.offer("progress", event)
 
     def onQueryStarted(self, event) -> None:
-        pass
+        self._reporter.offer("query", ("started", event))
 
     def onQueryIdle(self, event) -> None:
-        pass
+        self._reporter.offer("query", ("idle", event))
 
     def onQueryTerminated(self, event) -> None:
-        pass
+        self._reporter.offer("query", ("terminated", event))
+
+
+def query_status_poller(jspark) -> Callable[[], list]:
+    """``() -> [{"id", "run_id", "name", "trigger", "message", "isDataAvailable", "isTriggerActive"}]``
+    for every active streaming query of the JVM session ``jspark``, over py4j (a few small calls per
+    query; the trigger is read once per run). Called from the reporter thread only."""
+    triggers: dict[str, Optional[str]] = {}
+
+    def poll() -> list:
+        out = []
+        for q in jspark.streams().active():
+            run_id = q.runId().toString()
+            if run_id not in triggers:
+                try:
+                    triggers[run_id] = str(q.streamingQuery().trigger().toString())
+                except Exception:  # not a micro-batch query, or an API change
+                    triggers[run_id] = None
+                if len(triggers) > 256:
+                    triggers.pop(next(iter(triggers)))
+            status = json.loads(q.status().json())
+            out.append({"id": q.id().toString(), "run_id": run_id, "name": q.name(),
+                        "trigger": triggers[run_id], **status})
+        return out
+
+    return poll
+
+
+def jvm_proxy(gateway, obj: Any):
+    """The JVM-side py4j proxy of the Python object ``obj``, created once and kept as a ``JavaObject``.
+
+    py4j makes a new JVM proxy each time a Python object is passed to the JVM, so
+    ``removeSparkListener(obj)`` would look for a proxy that was never added, find nothing, and leave
+    the listener on the bus (where it fails with ``Connection refused`` once Python has exited).
+    Passing the object through a JVM list once gives a reference to one proxy, which is then both
+    added and removed."""
+    holder = gateway.jvm.java.util.ArrayList()
+    holder.add(obj)
+    return holder.get(0)
 
 
 @dataclass
@@ -187,7 +229,7 @@ class Attachment:
 
     spark: Any
     reporter: Reporter
-    spark_listener: PySparkListener
+    spark_listener: Any  # the JVM proxy (``jvm_proxy``) of a PySparkListener
     query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
     detached: bool = False
 
@@ -242,8 +284,8 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
-                        **reporter_options).start()
-    listener = PySparkListener(reporter)
+                        query_status=query_status_poller(spark._jsparkSession), **reporter_options).start()
+    listener = jvm_proxy(gateway, PySparkListener(reporter))
     sc._jsc.sc().addSparkListener(listener)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
         ProgressListener(reporter))

@@ -13,6 +13,12 @@ Guarantees towards the Spark job (issue #2):
   and counted in ``rejected``.
 * Cumulative counters (``dropped_total``, ``orphaned_total``) travel in every report, so drops
   that happened while the control plane was down are reported as soon as it is back.
+* Every report carries the state of each streaming query (``collectors.query_state``: the running
+  batch and its age, liveness, source offsets and backlog), and while a query is known and not
+  terminated a report goes out at least every ``state_interval_s`` (1 s), also when there is
+  nothing else to send, so the control plane sees a batch that runs long before it completes.
+  ``query_status`` (optional, called from this thread every ``state_interval_s``) polls the
+  active queries' status; listener callbacks only queue their events (``offer``).
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from typing import Any, Callable, Optional
 import requests
 
 from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events
+from spark_governor.collectors.query_state import QueryTracker
 from spark_governor.policies.wire import MAX_PARTITION_RECORDS, SCHEMA_VERSION, validate_job_name
 
 log = logging.getLogger("spark_governor.reporter")
@@ -56,6 +63,9 @@ class Reporter:
         master: Optional[str] = None,
         appliers: Optional[dict[str, Callable[[Any], tuple[str, Optional[str]]]]] = None,
         live_state: Optional[Callable[[], dict]] = None,
+        query_status: Optional[Callable[[], list]] = None,
+        decode_query: Optional[Callable[[list], list]] = None,
+        state_interval_s: float = 1.0,
     ) -> None:
         self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
@@ -67,6 +77,10 @@ class Reporter:
         self.backoff_max_s = backoff_max_s
         self.decode_events = decode_events or decode_json_events
         self.decode_progress = decode_progress or decode_json_events
+        self.decode_query = decode_query or decode_query_events
+        self.query_status = query_status  # () -> [{"id", "run_id", "name", "trigger", status fields}]
+        self.state_interval_s = state_interval_s
+        self.queries = QueryTracker()
         self.translator = translator or EventTranslator()
         self.app_id, self.master = app_id, master
         self.id = uuid.uuid4().hex
@@ -95,7 +109,8 @@ class Reporter:
 
     # -- producer side (Spark's threads) ---------------------------------------------------
     def offer(self, kind: str, item: Any) -> None:
-        """Queue a raw item: ``("spark", py4j event or JSON)`` or ``("progress", JSON str)``."""
+        """Queue a raw item: ``("spark", py4j event or JSON)``, ``("progress", JSON str)`` or
+        ``("query", (event kind, py4j event or dict))`` with kind ``started``/``idle``/``terminated``."""
         try:
             if len(self._raw) == self._raw.maxlen:
                 self.dropped += 1
@@ -145,35 +160,57 @@ class Reporter:
         }
 
     # -- background thread ------------------------------------------------------------------
+    def _interval(self) -> float:
+        """Seconds until the next send attempt: the flush interval, at most ``state_interval_s`` while a
+        query is known (its state goes out even when nothing else does)."""
+        if self.queries.active():
+            return min(self.flush_interval_s, self.state_interval_s)
+        return self.flush_interval_s
+
+    def _poll(self) -> None:
+        if self.query_status is None:
+            return
+        try:
+            polls = self.query_status()
+        except Exception as exc:  # the context may be stopping; the events still tell the story
+            self.last_error = f"query status: {exc!r}"[:500]
+            return
+        self.queries.on_status(list(polls or []), int(time.time() * 1000))
+
     def _run(self) -> None:
         next_send = time.monotonic() + self.flush_interval_s
+        next_poll = time.monotonic()
         last_ack = time.monotonic()
         backoff = self.backoff_initial_s
         while True:
             stopping = self._stop.is_set()
             self._drain()
             now = time.monotonic()
+            if not stopping and now >= next_poll:
+                self._poll()
+                next_poll = now + self.state_interval_s
             due = now >= next_send
             if stopping:
                 due = now < getattr(self, "_final_deadline", now)
+            state_due = self.queries.active() and now - last_ack >= self.state_interval_s
             if due and (self._pending or self._outbox or self._acks or now - last_ack >= self.heartbeat_s
-                        or stopping):
+                        or state_due or stopping):
                 ok = self._send_once()
                 if ok:
                     last_ack = time.monotonic()
                     backoff = self.backoff_initial_s
                     # keep sending while a full batch is waiting
-                    next_send = now if len(self._outbox) >= self.max_batch else now + self.flush_interval_s
+                    next_send = now if len(self._outbox) >= self.max_batch else now + self._interval()
                     if stopping and (self._outbox or self._raw):
                         continue
                 else:
                     next_send = now + backoff
                     backoff = min(self.backoff_max_s, backoff * 2)
             elif due:
-                next_send = now + self.flush_interval_s
+                next_send = now + self._interval()
             if stopping:
                 return
-            self._wake.wait(min(0.05, max(0.0, next_send - time.monotonic())) or 0.01)
+            self._wake.wait(min(0.05, max(0.0, min(next_send, next_poll) - time.monotonic())) or 0.01)
             self._wake.clear()
 
     def _drain(self, limit: int = 2_000) -> None:
@@ -187,15 +224,19 @@ class Reporter:
         if not items:
             return
         decoded = {kind: iter(self._decode(decoder, [item for k, item in items if k == kind]))
-                   for kind, decoder in (("spark", self.decode_events), ("progress", self.decode_progress))}
+                   for kind, decoder in (("spark", self.decode_events), ("progress", self.decode_progress),
+                                         ("query", self.decode_query))}
         for kind, _item in items:
             try:
                 event = next(decoded[kind])
                 if event is None:
                     self.conversion_errors += 1
                     continue
+                self._track(kind, event)
                 if kind == "spark":
                     records = self.translator.handle(event)
+                elif kind == "query":
+                    records = []
                 else:
                     records = [("batch", batch_record(event))]
             except Exception as exc:  # a malformed event must not stop reporting
@@ -208,6 +249,19 @@ class Reporter:
                 self._outbox.append(rec)
         if len(self._raw):
             self._wake.set()
+
+    def _track(self, kind: str, event) -> None:
+        """Feed the query tracker; its failure never costs the event's own records."""
+        try:
+            if kind == "spark":
+                if event.get("Event") == "SparkListenerJobStart":
+                    self.queries.on_job_start(event)
+            elif kind == "query":
+                self.queries.on_query_event(event[0], event[1], int(time.time() * 1000))
+            else:
+                self.queries.on_progress(event)
+        except Exception as exc:
+            self.last_error = f"query state: {exc!r}"[:500]
 
     def _decode(self, decoder: Callable[[list], list], raw: list) -> list:
         if not raw:
@@ -262,6 +316,9 @@ class Reporter:
             except Exception as exc:
                 self.last_error = f"reconcile: {exc!r}"[:500]
         acks, self._acks = self._acks, []
+        queries = self.queries.snapshot(int(time.time() * 1000))
+        if queries:
+            body["queries"] = queries
         report = {
             "schema_version": SCHEMA_VERSION,
             "job": self.job,
@@ -327,3 +384,18 @@ class Reporter:
             self._acks.append(ack)
             self.apply_log.append({**ack, "value": value, "at": time.time()})
             self._wake.set()
+
+
+def decode_query_events(items: list) -> list:
+    """Default decoder of ``("query", (kind, event))`` items: the event's JSON as a dict (py4j
+    listener events have ``json()``; dicts and JSON text pass through)."""
+    out = []
+    for kind, event in items:
+        try:
+            if isinstance(event, dict):
+                out.append((kind, event))
+            else:
+                out.append((kind, json.loads(event if isinstance(event, (str, bytes)) else event.json())))
+        except Exception:
+            out.append(None)
+    return out

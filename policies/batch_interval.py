@@ -18,8 +18,14 @@ passed, so no gate wait is in it); interval ``x`` = ``interval_s``, the arrival-
 paced source reports in its end offset, or — for other sources, paced by a ``processingTime``
 trigger — the gap between this batch's trigger start and the previous one (the span of data the
 batch read; after a supervised restart that gap includes the restart, so its cost is counted in
-``x`` and in the latency this policy reports). Measured gaps are snapped to the 100 ms grid (to
-the nearest step) so the equal-interval rule can apply to them; reported intervals are exact.
+``x`` and in the latency this policy reports). Measured gaps are snapped to the controller's grid
+(to the nearest step) so the equal-interval rule can apply to them; reported intervals are exact.
+
+**Defaults.** ``fixed-point`` runs the noise-adaptive variant of ``policies.batch_sizing`` by
+default (measured slack between ``rho`` = 0.7 and ``rho_max`` = 0.93, 20 ms grid, recovery with the
+floor slack after an overrun, a noise margin on the Type-II test); ``{"slack": "paper"}`` is the
+paper's literal rule (ρ = 0.7 fixed, 100 ms grid, Algorithm 1). Why, with the numbers: the module
+docstring of ``policies.batch_sizing``.
 
 **Decision timing.** Algorithm 1 is called at each batch boundary in the paper; here it runs at
 every evaluation of the control plane on the last two batches completed by then, so the decision
@@ -34,22 +40,26 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from spark_governor.policies.base import BatchStats, JobView, Policy, Proposal
-from spark_governor.policies.batch_sizing import (FixedPointController, PidRateEstimator, R_REDUCE, RHO,
-                                   ROUNDING_MODES, round_interval)
+from spark_governor.policies.batch_sizing import (ADAPTIVE_NOISE_WINDOW, ADAPTIVE_NOISE_Z, ADAPTIVE_RHO_MAX,
+                                                  ADAPTIVE_TYPE2_MARGIN, DEFAULT_GRID_MS, GRANULARITY_MS,
+                                                  FixedPointController, PidRateEstimator, R_REDUCE, RHO,
+                                                  ROUNDING_MODES, round_interval)
 from spark_governor.policies.safety import SafetyConfig
 
 KNOB = "batch_interval"
 
 
-def completed_points(batches: tuple[BatchStats, ...], snap: bool = True) -> list[tuple[float, float]]:
-    """(interval s, processing s) of the completed batches, oldest first (module docstring)."""
+def completed_points(batches: tuple[BatchStats, ...], snap: bool = True,
+                     grid_ms: int = GRANULARITY_MS) -> list[tuple[float, float]]:
+    """(interval s, processing s) of the completed batches, oldest first (module docstring);
+    measured gaps are snapped to the ``grid_ms`` grid."""
     ordered = sorted(batches, key=lambda b: b.batch_id)
     points = []
     for prev, b in zip([None, *ordered], ordered):
         x = b.interval_s
         if x is None and prev is not None and prev.batch_id == b.batch_id - 1:
             gap = (b.trigger_ms - prev.trigger_ms) / 1000.0
-            x = round_interval(gap, "nearest") if snap else gap
+            x = round_interval(gap, "nearest", grid_ms) if snap else gap
         if x is not None and x > 0 and b.processing_s > 0:
             points.append((x, b.processing_s))
     return points
@@ -76,18 +86,28 @@ class IntervalConfig(SafetyConfig):
 
 
 class FixedPointConfig(IntervalConfig):
-    rho: float = Field(RHO, gt=0, le=1, description="Slack factor ρ: target p = ρ·x (§3.3.1)")
+    slack: Literal["adaptive", "paper", "fixed"] = Field(
+        "adaptive", description="adaptive (default; our variant, policies.batch_sizing): ρ = clamp(1/(1 + "
+                                "noise_z·cv), rho, rho_max) from the processing-time variation of the last "
+                                "noise_window batches, 20 ms grid, floor ρ after an overrun, noise margin on the "
+                                "Type-II test; paper (alias fixed): Algorithm 1 with ρ = rho on the 100 ms grid")
+    rho: float = Field(RHO, gt=0, le=1, description="Slack factor ρ: target p = ρ·x (§3.3.1); with slack=adaptive "
+                                                    "the smallest ρ (used while recovering from an overrun)")
     r: float = Field(R_REDUCE, gt=0, lt=1, description="Type-II reduction factor r (§3.3.3)")
-    rounding: Literal["ceil", "nearest", "none"] = Field("ceil", description=f"100 ms grid: one of {ROUNDING_MODES}")
+    rounding: Literal["ceil", "nearest", "none"] = Field("ceil", description=f"The grid: one of {ROUNDING_MODES}")
+    grid_ms: Optional[int] = Field(None, ge=1, le=1000, description="Interval grid (ms); default 20 with "
+                                                                    "slack=adaptive, 100 (the paper's, §4) with paper")
     overload_decisions: int = Field(3, ge=1, description="Batches in a row at max_value with p > ρ·x before "
                                                          "the job is reported overloaded (no Type-I, §3.5)")
-    slack: Literal["fixed", "adaptive"] = Field(
-        "fixed", description="fixed: ρ as configured (the paper); adaptive (our extension, "
-                             "policies.batch_sizing): ρ = clamp(1/(1 + noise_z·cv), rho, rho_max) from the "
-                             "processing-time variation of the last noise_window batches")
-    rho_max: float = Field(0.9, gt=0, le=1, description="With slack=adaptive: the largest ρ")
-    noise_z: float = Field(2.0, gt=0, description="With slack=adaptive: headroom in standard deviations of p")
-    noise_window: int = Field(10, ge=4, le=500, description="With slack=adaptive: batches the variation is measured over")
+    rho_max: float = Field(ADAPTIVE_RHO_MAX, gt=0, le=1, description="With slack=adaptive: the largest ρ")
+    noise_z: float = Field(ADAPTIVE_NOISE_Z, gt=0, description="With slack=adaptive: headroom in standard "
+                                                               "deviations of p")
+    noise_window: int = Field(ADAPTIVE_NOISE_WINDOW, ge=4, le=500, description="With slack=adaptive: batches the "
+                                                                               "variation is measured over")
+    type2_noise_margin: float = Field(ADAPTIVE_TYPE2_MARGIN, ge=0, description="With slack=adaptive: the Type-II "
+                                      "test needs p/x of the larger interval above (1 + margin·cv)× the smaller's")
+    recovery: bool = Field(True, description="With slack=adaptive: use rho (the floor) after an overrun beyond "
+                                             "the noise or two overruns in a row")
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -97,38 +117,48 @@ class FixedPointConfig(IntervalConfig):
             raise ValueError("rho_max must not be below rho")
         return self
 
+    @property
+    def grid(self) -> int:
+        return self.grid_ms or DEFAULT_GRID_MS[self.slack]
+
     def controller(self) -> FixedPointController:
-        return FixedPointController(rho=self.rho, r=self.r, rounding=self.rounding,
+        return FixedPointController(rho=self.rho, r=self.r, rounding=self.rounding, granularity_ms=self.grid,
                                     min_interval_s=max(self.min_value or 0.1, 0.1), max_interval_s=self.max_value,
                                     overload_decisions=self.overload_decisions, slack=self.slack,
-                                    rho_max=self.rho_max, noise_z=self.noise_z, noise_window=self.noise_window)
+                                    rho_max=self.rho_max, noise_z=self.noise_z, noise_window=self.noise_window,
+                                    type2_noise_margin=self.type2_noise_margin, recovery=self.recovery)
 
 
 class FixedPointPolicy(Policy):
     name = "fixed-point"
     knobs = (KNOB,)
     Config = FixedPointConfig
-    description = "Das et al. dynamic batch sizing: fixed-point iteration x = p/ρ with the Type-II shrink (Algorithm 1)"
+    description = ("Das et al. dynamic batch sizing: fixed-point iteration x = p/ρ with the Type-II shrink "
+                   "(Algorithm 1); by default with a slack measured from the noise (slack=paper: the literal rule)")
 
     def evaluate(self, view: JobView, config: FixedPointConfig) -> list[Proposal]:
-        points = completed_points(view.batches, snap=config.rounding != "none")
+        points = completed_points(view.batches, snap=config.rounding != "none", grid_ms=config.grid)
         if not points or config.spaced_out(view):
             return []
         ctl = config.controller()
         current = view.current(KNOB)
-        d = ctl.decide(points[-max(2, config.noise_window if config.slack == "adaptive" else 2):], current if isinstance(current, (int, float)) and current > 0 else points[-1][0])
+        x_now = current if isinstance(current, (int, float)) and current > 0 else points[-1][0]
+        d = ctl.decide(points[-ctl.history:], x_now)
         x_last, p_last = points[-1]
         tail = points[-config.overload_decisions:]
         overloaded = (len(tail) == config.overload_decisions and config.max_value is not None
                       and all(x >= config.max_value and p > d.rho * x for x, p in tail))
         last = max(view.batches, key=lambda b: b.batch_id)
         inputs = {"x_last_s": x_last, "p_last_s": p_last, "branch": d.branch, "raw_s": d.raw_s, "rho": d.rho,
-                  "latency_s": x_last + (last.queueing_s or 0.0) + p_last, "overloaded": overloaded}
+                  "latency_s": x_last + (last.queueing_s or 0.0) + p_last, "overloaded": overloaded,
+                  "slack": "paper" if config.slack == "fixed" else config.slack}
+        if config.slack == "adaptive":
+            inputs.update(cv=d.cv, recovering=d.recovering)
         if len(points) > 1:
             inputs.update(x_prev_s=points[-2][0], p_prev_s=points[-2][1])
         reason = f"{d.branch}: x={x_last:g}s p={p_last:.3f}s -> {d.interval_s:g}s"
         if config.slack == "adaptive":
-            reason += f" (adaptive rho={d.rho:.3f})"
+            reason += f" (adaptive rho={d.rho:.3f}" + (", recovering" if d.recovering else "") + ")"
         if overloaded:
             reason += " (overloaded: no interval up to max_value is stable)"
         return [Proposal(KNOB, d.interval_s, reason, inputs)]

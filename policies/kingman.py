@@ -53,6 +53,15 @@ scale-down within 3 intervals after a scale-up). Under a bottleneck no latency i
 model's wait at the current size is infinite). Measurements behind each extension of the thesis: the
 README, "Scaling policies".
 
+**Between batches** (``in_flight``, on by default; ``policies.in_flight``): the model is fitted to
+completed batches and statistics windows, so a batch running far past the bound is seen only once
+it has completed. Before planning, the work in flight is checked: when the running batch or the
+oldest unprocessed record is older than the tightest whole-query constraint's bound,
+the job is a bottleneck now and gets Eq. 4.12's at-least-double at once — without waiting for the
+batch, a latency measurement or warm-up; a backlog growing by ``backlog_growth_ratio`` seconds of
+work per second scales out by that factor. The plan's own size is taken when larger. Never for an
+idle query, and never a scale-down while it presses.
+
 **Local mode** (``local[N]``: no executors, the knob not actuatable; ``JobView.local_slots``): the
 same plan in task slots (one slot per "executor"), e.g. "2 → 4 task slots …; local mode: 2 task
 slots; not actuatable" — a recommendation the governor records without a directive.
@@ -65,6 +74,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
+from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait
 from spark_governor.policies.safety import SafetyConfig, within_bounds
@@ -104,6 +114,10 @@ class KingmanConfig(SafetyConfig):
                                                                 "short, so a rate step is seen within an interval")
     arrival_utilization: bool = Field(True, description="ρ from the source's arrival rate × per-record service "
                                                         "(can exceed 1 under overload); see arrival_rho")
+    in_flight: bool = Field(True, description="Scale out at once (Eq. 4.12) on a batch or record in flight past "
+                                              "the bound, or a growing backlog, without waiting for the batch")
+    backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
+                                                                "per second is scaled out (with in_flight)")
 
     @model_validator(mode="after")
     def _clamp(self):
@@ -294,8 +308,47 @@ class KingmanPolicy(Policy):
                 return False
         return True
 
+    def _in_flight(self, view: JobView, cfg: KingmanConfig, current: int) -> Optional[list[Proposal]]:
+        """Scale out on the work in flight (module docstring); None when nothing presses. The
+        decision is shaped like a planned one: ``inputs["plan"]`` marks the whole-query constraints
+        as bottlenecks (no latency is predicted for them), ``inputs["latency_s"]`` is the latency
+        known now (the age in flight, a lower bound, or the measured one) and ``utilization`` the
+        load (the plan's highest stage ρ, at least the pressure's factor)."""
+        p = in_flight.pressure(view, in_flight.bound_s(view), cfg.backlog_growth_ratio)
+        if p is None:
+            return None
+        wanted = in_flight.scaled(current, p)
+        if p.kind == "in-flight":
+            wanted = max(wanted, 2 * current)  # Eq. 4.12: a bottleneck gets at least double
+        plan = self.plan(view, cfg)
+        if plan is not None:
+            wanted = max(wanted, plan["executors"])
+        new = int(within_bounds(wanted, cfg))
+        if new <= current:
+            return []  # at the maximum: nothing to add, and never a scale-down now
+        rho = max([p.factor] + [st["rho"] for c in (plan or {}).get("constraints", {}).values()
+                                for st in c["stages"].values() if st["rho"] is not None])
+        age = view.live.in_flight_age_s
+        cons = {}
+        for c in sorted(view.constraints, key=lambda x: x.name):
+            planned = (plan or {}).get("constraints", {}).get(c.name, {})
+            cons[c.name] = {"measured_latency_s": c.latency_s, "bound_s": c.bound_s, "feasible": None,
+                            "bottleneck": c.vertices is None or bool(planned.get("bottleneck")),
+                            "executors": new, "in_flight_age_s": age}
+        first = min(view.constraints, key=lambda c: c.name) if view.constraints else None
+        latency = age if p.kind == "in-flight" or first is None or first.latency_s is None else first.latency_s
+        reason = f"bottleneck in flight: {p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
+        inputs = {**p.inputs, "latency_s": latency, "executors": current, "utilization": rho, "infeasible": [],
+                  "plan": {"executors": new, "constraints": cons, "in_flight": p.kind}, "unit": view.executor_unit}
+        prediction = {"constraints": {name: None for name in cons}, "utilization": rho * current / new}
+        return [Proposal("executors", new, reason, inputs, prediction)]
+
     def evaluate(self, view: JobView, config: KingmanConfig) -> list[Proposal]:
         current = view.current("executors")
+        if current and config.in_flight:
+            up = self._in_flight(view, config, current)
+            if up is not None:
+                return up
         plan = self.plan(view, config)
         if plan is None or not current:
             return []

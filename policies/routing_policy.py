@@ -10,7 +10,9 @@ keys' loads under the current table). The trigger is the balance constraint (dig
 when some instance exceeds (1 + θmax)·L̄ under the current table is ``algorithm`` (``mixed`` by
 default; ``mintable``/``minmig`` for comparison) run, and a new table is proposed only when it
 differs — and, when no balanced table within Amax exists, only if it lowers the maximum load
-(digest §8 A6). h(k) is Spark's ``pmod(hash(0, key), P)`` (``hash="spark"``, the routed job of
+(digest §8 A6). When a key alone exceeds (1 + θmax)·L̄ the planners are best effort by
+default (``routing_llfd``: that key alone on its instance, the rest balanced; status
+``best_effort``, the achieved θ in ``achieved_theta``). h(k) is Spark's ``pmod(hash(0, key), P)`` (``hash="spark"``, the routed job of
 ``collectors.routing``) or crc32 mod P (``"crc32"``).
 
 The value: ``{"algorithm": "mixed-routing", "partitions": P, "table": {key: instance}, …}`` with
@@ -28,7 +30,7 @@ from pydantic import Field
 
 from spark_governor.policies.base import JobView, Policy, Proposal
 from spark_governor.policies.partitioning.base import stable_hashes
-from spark_governor.policies.partitioning.routing_plan import keep_new, plan_with_margin
+from spark_governor.policies.partitioning.routing_plan import current_meets_target, keep_new, plan_with_margin
 from spark_governor.policies.partitioning.routing_planners import algorithm
 from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, Stats, assignment, instance_loads
 from spark_governor.policies.partitioning.spark_hash import spark_partition
@@ -44,6 +46,10 @@ class MixedRoutingConfig(SafetyConfig):
     plan_margin: float = Field(0.5, ge=0, lt=1, description=(
         "Re-plan when max/mean > 1 + θmax (the paper) but plan for 1 + θmax·(1 − plan_margin), so the next "
         "batches' noise and drift stay inside θmax (ours, default 0.5; 0 = the paper)"))
+    best_effort: bool = Field(True, description=(
+        "When a key alone exceeds (1 + θmax)·L̄: minimise the maximum load (the key alone on its instance, the "
+        "rest within θmax of its own mean) and report the achieved θ, instead of keeping the old table (ours; "
+        "false = the paper)"))
     beta: float = Field(BETA, gt=0, description="γ = c^β / S")
     window: int = Field(5, ge=1, description="Reported batches summed into S(k, w)")
     state_unit: Literal["tuples", "rows"] = "tuples"
@@ -104,18 +110,21 @@ class MixedRoutingPolicy(Policy):
         inputs = {"batch_id": latest.batch_id, "keys": len(keys), "tuples": latest.tuples,
                   "max_mean_load": float(loads.max() / loads.mean()) if loads.sum() else 1.0,
                   "table_size": len(old_table), "measured_max_mean_load": latest.max_mean_load}
-        if loads.max(initial=0) <= bound + 1e-9 and len(old_table) <= config.table_max:
-            return []                                     # balanced: keep the table, move nothing
+        owner = assignment(st.hashed, st.table)
+        if current_meets_target(st, owner, config.theta_max, config.best_effort) and len(old_table) <= config.table_max:
+            return []                                     # balanced (or best effort met): keep the table
         fn = algorithm(config.algorithm, config.compact)
         kwargs = {"beta": config.beta} if config.algorithm in ("mixed", "minmig") else {}
         if config.algorithm == "mixed":
             kwargs["table_max"] = config.table_max
+        kwargs["best_effort"] = config.best_effort
         plan = plan_with_margin(fn, st, config.theta_max, config.plan_margin, **kwargs)
         new_table = {keys[k]: int(d) for k, d in sorted(plan.table.items())}
         if new_table == old_table or not keep_new(plan, loads):
             return []
         predicted = plan.max_theta + 1
         out = {"algorithm": "mixed-routing", "partitions": P, "table": new_table, "status": plan.status,
+               "achieved_theta": plan.max_theta, "lower_bound_max_mean": plan.lower_bound / (st.cost.sum() / P),
                "planner": config.algorithm, "theta_max": config.theta_max, "table_max": config.table_max,
                "predicted_loads": plan.loads.tolist(), "migration_cost": plan.migration,
                "moved": [keys[k] for k in plan.moved.tolist() if k < len(keys)],

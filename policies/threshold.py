@@ -17,6 +17,19 @@ it is configured (``trigger_interval_s``) or inferred as the median gap between 
 trigger starts; processing time is ``durationMs.triggerExecution``. The prediction assumes
 processing time scales inversely with executors (ratio' = ratio · n / n').
 
+**Between batches** (``in_flight``, on by default; ``policies.in_flight``): Spark's rule averages
+the batches *completed* in a scaling interval, so it never scales while no batch completes — a
+batch running far past its interval is invisible until it ends. Here, before the rule, the work
+in flight is checked: when no batch has completed for a whole scaling interval because one is
+still running (its age exceeds ``scaling_interval_s`` and ``scale_up_ratio`` × the trigger
+interval: the query's own trigger as the reporter reads it, or ``trigger_interval_s``), its age is
+a lower bound on its processing time, so the ratio is at least age / interval and the rule adds
+``max(round(ratio), 1)`` executors at once; a backlog growing by ``backlog_growth_ratio`` seconds
+of work per second adds ``max(round(1 + growth), 1)``. A batch that completes within the scaling
+interval is left to the rule (a slow batch right after a scale-down, while an executor's state
+moves, would otherwise flip the decision back at once). Still one decision per scaling interval;
+never for an idle query.
+
 ``utilization-threshold`` scales on the highest template-vertex utilization (busy slot time /
 (parallelism · window)): above ``high`` → grow so that it would fall to the middle of the band;
 below ``low`` in each of the last ``consecutive`` statistics windows → remove one executor
@@ -35,6 +48,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
+from spark_governor.policies import in_flight
 from spark_governor.policies.base import JobView, Policy, Proposal
 from spark_governor.policies.safety import SafetyConfig, within_bounds
 
@@ -74,6 +88,11 @@ class ThresholdConfig(SafetyConfig):
     scale_down_ratio: float = Field(0.3, ge=0, description="Remove one executor when processing/interval ≤ this")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
     min_batches: int = Field(1, ge=1, description="Completed batches needed to decide")
+    in_flight: bool = Field(True, description="Scale out at once on a batch running past scale_up_ratio × the "
+                                              "trigger interval (or a latency bound), or a growing backlog, "
+                                              "without waiting for it to complete")
+    backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
+                                                                "per second is scaled out (with in_flight)")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -110,8 +129,14 @@ class ThresholdPolicy(Policy):
         if last is not None and view.now_ms - last < config.scaling_interval_s * 1000:
             return []  # one decision per scaling interval, as Spark's ExecutorAllocationManager
         current = view.current("executors")
+        if current is None:
+            return []
+        if config.in_flight:
+            up = self._in_flight(view, config, current)
+            if up is not None:
+                return up
         ratio, inputs = self._ratio(view, config)
-        if ratio is None or current is None:
+        if ratio is None:
             return []
         inputs.update(ratio=ratio, executors=current, unit=view.executor_unit)
         if ratio >= config.scale_up_ratio:
@@ -123,6 +148,30 @@ class ThresholdPolicy(Policy):
         else:
             return []
         return _bounded_proposal(view, config, current, wanted, rule, verb, inputs,
+                                 lambda new: {"ratio": ratio * current / max(new, 1)})
+
+    def _in_flight(self, view: JobView, cfg: ThresholdConfig, current: int) -> Optional[list[Proposal]]:
+        """The rule on the work in flight (module docstring); None when nothing presses, else the
+        proposals (none when the bounds leave no room to add)."""
+        interval = in_flight.trigger_s(view, cfg.trigger_interval_s)
+        # no latency bound: Spark's rule knows the trigger interval only; no batch completed for a
+        # scaling interval (and past the ratio's threshold) is the evidence it waits for in vain
+        batch_bound = in_flight.batch_bound_s(interval, cfg.scale_up_ratio)
+        p = in_flight.pressure(view, None, cfg.backlog_growth_ratio,
+                               batch_bound=max(batch_bound, cfg.scaling_interval_s) if batch_bound else None)
+        if p is None:
+            return None
+        run, since = view.live.running_batch_age_s, p.inputs["since_decision_s"]
+        if p.kind == "in-flight" and interval and run is not None:
+            # the running batch's age (judged from the last decision on) bounds its time from below
+            ratio = max((run if since is None else min(run, since)) / interval, cfg.scale_up_ratio)
+        else:
+            ratio = p.factor  # load / capacity: 1 + backlog growth, or age / latency bound
+        wanted = current + max(math.floor(ratio + 0.5), 1)
+        inputs = {**p.inputs, "ratio": ratio, "executors": current, "unit": view.executor_unit,
+                  "trigger_interval_s": interval, "batches": 0}
+        # at the maximum: no decision, and none from the completed batches either (never a scale-down now)
+        return _bounded_proposal(view, cfg, current, wanted, f"{p.reason}: ratio ≥ {ratio:.2f}", "add", inputs,
                                  lambda new: {"ratio": ratio * current / max(new, 1)})
 
     def observe(self, view: JobView, knob: str, config) -> dict:

@@ -43,6 +43,16 @@ time, so a job whose batches overrun because of it is not seen as loaded.
 
 In local mode (``local[N]``, ``JobView.local_slots``) the same sizing is in task slots (one slot per
 "executor") and the decision says the knob is not actuatable there.
+
+**Between batches** (``in_flight``, on by default; ``policies.in_flight``): the rates above come
+from completed batches and statistics windows, so a batch running far past its trigger is seen
+only when it completes. Before the model, the work in flight is checked: a running batch older
+than ``utilization_max`` × the trigger interval (the load is then above the band whatever the
+batch turns out to take) and than the view's statistics window (no batch completed in it: a slow
+batch that completes within the window is left to the model), a running batch or oldest
+unprocessed record older than a whole-query latency constraint's bound, or a backlog growing by ``backlog_growth_ratio`` seconds of work per second, scales out at
+once, by the factor the work in flight asks for (at least one more, at most double, as Lohrmann's
+ResolveBottlenecks). Never for an idle query, and never a scale-down while it presses.
 """
 from __future__ import annotations
 
@@ -51,6 +61,7 @@ from typing import Optional
 
 from pydantic import Field, model_validator
 
+from spark_governor.policies import in_flight
 from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
 from spark_governor.policies.safety import SafetyConfig, within_bounds
 
@@ -64,6 +75,13 @@ class UtilizationTargetConfig(SafetyConfig):
     utilization_max: Optional[float] = Field(None, gt=0, description="Scale up above this load; default target + boundary")
     slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
     min_windows: int = Field(2, ge=1, description="Statistics windows with data needed before deciding")
+    in_flight: bool = Field(True, description="Scale out at once on a batch running past utilization_max × the "
+                                              "trigger interval (or a latency bound), or a growing backlog, "
+                                              "without waiting for it to complete")
+    backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
+                                                                "per second is scaled out (with in_flight)")
+    trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval for in_flight; unset: "
+                                                                        "the query's own, as the reporter reads it")
 
     @property
     def lower(self) -> float:
@@ -149,8 +167,33 @@ class UtilizationTargetPolicy(Policy):
             c += 1
         return c
 
+    def _in_flight(self, view: JobView, cfg: UtilizationTargetConfig, current: int) -> Optional[list[Proposal]]:
+        """Scale out on the work in flight (module docstring); None when nothing presses."""
+        interval = in_flight.trigger_s(view, cfg.trigger_interval_s)
+        # a batch that completes within the statistics window is left to the model
+        batch_bound = in_flight.batch_bound_s(interval, cfg.upper)
+        p = in_flight.pressure(view, in_flight.bound_s(view), cfg.backlog_growth_ratio,
+                               batch_bound=max(batch_bound, view.window_s) if batch_bound else None)
+        if p is None:
+            return None
+        new = int(within_bounds(in_flight.scaled(current, p), cfg))
+        if new <= current:
+            return []  # at the maximum: nothing to add, and never a scale-down now
+        m = self.model(view, cfg)
+        spe = view.slots_per_executor(cfg.slots_per_executor)
+        load = self.load(m, current * spe) if m is not None else None
+        reason = f"{p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
+        inputs = {**p.inputs, "utilization": load, "executors": current, "slots_per_executor": spe,
+                  "unit": view.executor_unit}
+        return [Proposal("executors", new, reason, inputs,
+                         {} if m is None else {"utilization": self.load(m, new * spe)})]
+
     def evaluate(self, view: JobView, config: UtilizationTargetConfig) -> list[Proposal]:
         current = view.current("executors")
+        if current and config.in_flight:
+            up = self._in_flight(view, config, current)
+            if up is not None:
+                return up
         m = self.model(view, config)
         if m is None or not current:
             return []

@@ -1,4 +1,4 @@
-"""Wire protocol between the driver-side reporter and the control plane (report schema v1).
+"""Wire protocol between the driver-side reporter and the control plane (report schema v2).
 
 This module is imported by both ends (collectors/ builds reports, api/ validates them) and by
 nothing Spark- or Flask-specific, so the control plane never imports pyspark to parse a report.
@@ -8,6 +8,10 @@ api → aggregators → policies and collectors → policies; see ARCHITECTURE.m
 Units are in the field names: ``*_ms`` are milliseconds (epoch milliseconds for timestamps, as
 Spark reports them), ``*_ns`` nanoseconds, ``*_records`` counts of rows, ``*_bytes`` bytes.
 A report is validated as a whole; any invalid field rejects the whole report.
+
+Schema versions: v2 adds ``queries`` (:class:`QueryStateRecord`, the state of each streaming
+query between its micro-batches); a v1 report (without it) is still accepted, so an older
+reporter keeps working against a newer control plane.
 """
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: report schema versions the control plane accepts
+ACCEPTED_SCHEMA_VERSIONS = (1, 2)
 MAX_TASKS_PER_REPORT = 100_000
 MAX_ITEMS_PER_REPORT = 10_000
 MAX_KNOB_STATE_BYTES = 16_384
@@ -43,6 +49,20 @@ class DirectiveAck(_Strict):
     message: Optional[Annotated[str, Field(max_length=2048)]] = None
 
 
+class AttachmentInfo(_Strict):
+    """How a reporter is attached to its job, and the knobs that attachment can apply at all.
+
+    ``jar``: the JVM listener jar added by ``--jars``/``--conf`` (``collectors/jvm``): it applies
+    ``executors`` only; knobs that need the job's cooperation (paced sources, ``foreachBatch``
+    plans, declared exchanges) are outside ``can_apply`` and the policy API refuses policies that
+    need them. ``attach``: ``attach()`` in the job's code. A reporter that sends no attachment
+    (older ones, ``attach()`` today) applies whatever appliers the job installed: nothing is refused."""
+
+    kind: Literal["attach", "jar"]
+    version: Optional[Annotated[str, Field(max_length=64)]] = None
+    can_apply: list[Knob] = Field(default_factory=list, max_length=16)
+
+
 class ReporterInfo(_Strict):
     """Identity and cumulative counters of one reporter instance (one ``attach`` call)."""
 
@@ -59,6 +79,8 @@ class ReporterInfo(_Strict):
     #: what the job's applier says about its knob, e.g. the optional exchanges it declared
     #: (``collectors.exchanges``); JSON, at most MAX_KNOB_STATE_BYTES per knob
     knob_state: dict[Knob, Any] = Field(default_factory=dict)
+    #: how this reporter is attached and which knobs it can apply (absent: unknown, none refused)
+    attachment: Optional[AttachmentInfo] = None
 
     @model_validator(mode="after")
     def _knob_state_small(self) -> "ReporterInfo":
@@ -211,10 +233,91 @@ class PartitionStatsRecord(_Strict):
         return self
 
 
+#: bounds of the query-state records (``QueryStateRecord``)
+MAX_QUERIES_PER_REPORT = 256
+MAX_SOURCES_PER_QUERY = 64
+MAX_OFFSET_CHARS = 2048
+OffsetText = Annotated[str, Field(max_length=MAX_OFFSET_CHARS)]
+QueryStatus = Literal["running", "waiting", "idle", "terminated"]
+
+
+class SourceStateRecord(_Strict):
+    """One source of a streaming query: how far it was processed and how much is available now.
+
+    Offsets are the source's own JSON (``endOffset`` of the latest completed micro-batch, and the
+    ``latestOffset`` Spark reported with it), as text, left out when longer than
+    MAX_OFFSET_CHARS. Where the offsets count rows (the project's own sources ``{"rows": n, ...}``,
+    Kafka ``{topic: {partition: offset}}``, numeric offsets) the reporter counts them:
+    ``processed_rows`` up to the processed offset, ``available_rows`` the rows available at the
+    record's ``observed_ms`` (the latest offset, plus the arrival rate times the time since), their
+    difference ``backlog_rows``, and ``oldest_unprocessed_ms`` when the oldest of them became
+    available (epoch ms). Kafka's ``*OffsetsBehindLatest`` source metrics are passed on as reported
+    (offsets per topic-partition at the end of the latest completed batch)."""
+
+    description: Optional[Name] = None
+    processed_offset: Optional[OffsetText] = None
+    latest_offset: Optional[OffsetText] = None
+    processed_rows: Optional[NonNeg] = None
+    available_rows: Optional[NonNeg] = None
+    backlog_rows: Optional[NonNeg] = None
+    oldest_unprocessed_ms: Optional[NonNeg] = None
+    arrival_rows_per_second: Optional[NonNegFloat] = None
+    min_offsets_behind_latest: Optional[NonNegFloat] = None
+    avg_offsets_behind_latest: Optional[NonNegFloat] = None
+    max_offsets_behind_latest: Optional[NonNegFloat] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SourceStateRecord":
+        if self.backlog_rows and self.available_rows is not None and self.backlog_rows > self.available_rows:
+            raise ValueError("backlog_rows: more than available_rows")
+        return self
+
+
+class QueryStateRecord(_Strict):
+    """The state of one streaming query as the reporter saw it at ``observed_ms`` (driver clock,
+    epoch ms), sent at least once a second while the query runs.
+
+    ``status``: ``running`` (a micro-batch is in flight: ``running_batch_id`` when known, and
+    ``running_batch_start_ms``, from the first Spark job of the batch, i.e. the job property
+    ``streaming.sql.batchId``, or from the query's status when no job has started yet),
+    ``waiting`` (between micro-batches, new data may be waiting for the next trigger), ``idle`` (the
+    last trigger found no new data: ``onQueryIdle`` or the query's status; not stuck) or
+    ``terminated``. ``last_batch_*`` is the latest *completed* micro-batch (its progress),
+    ``trigger_interval_ms`` the processing-time trigger (0: as fast as possible; absent for
+    once/available-now triggers or when unknown). ``backlog_rows`` and ``oldest_unprocessed_ms``
+    summarise the sources that count rows; absent when none does."""
+
+    query_id: Name
+    run_id: Optional[Name] = None
+    name: Optional[Name] = None
+    observed_ms: NonNeg
+    status: QueryStatus
+    running_batch_id: Optional[NonNeg] = None
+    running_batch_start_ms: Optional[NonNeg] = None
+    running_batch_age_ms: Optional[NonNeg] = None  # observed_ms − running_batch_start_ms
+    last_batch_id: Optional[NonNeg] = None
+    last_batch_end_ms: Optional[NonNeg] = None
+    trigger_interval_ms: Optional[NonNeg] = None
+    last_idle_ms: Optional[NonNeg] = None
+    backlog_rows: Optional[NonNeg] = None
+    oldest_unprocessed_ms: Optional[NonNeg] = None
+    arrival_rows_per_second: Optional[NonNegFloat] = None
+    sources: list[SourceStateRecord] = Field(default_factory=list, max_length=MAX_SOURCES_PER_QUERY)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "QueryStateRecord":
+        running = self.running_batch_start_ms is not None
+        if (self.status == "running") != running:
+            raise ValueError("running_batch_start_ms: required exactly when status is running")
+        if (self.running_batch_id is not None or self.running_batch_age_ms is not None) and not running:
+            raise ValueError("running_batch_id: only while a batch runs")
+        return self
+
+
 class Report(_Strict):
     """A batch of records from one reporter: the body of ``POST /api/v1/reports``."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     job: JobName
     reporter: ReporterInfo
     templates: list[TemplateRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
@@ -223,6 +326,8 @@ class Report(_Strict):
     batches: list[BatchRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
     #: optional per-batch key counts and partition statistics (Prompt); older reports omit it
     partitions: list[PartitionStatsRecord] = Field(default_factory=list, max_length=MAX_PARTITION_RECORDS)
+    #: the state of each streaming query of the job (schema v2); v1 reports omit it
+    queries: list[QueryStateRecord] = Field(default_factory=list, max_length=MAX_QUERIES_PER_REPORT)
 
 
 class ReportError(ValueError):

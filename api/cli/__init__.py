@@ -14,9 +14,11 @@ from spark_governor.api.cli.bench import bench
 from spark_governor.api.cli.dashboards import dashboards
 from spark_governor.api.cli.db import db
 from spark_governor.api.cli.demo import demo
+from spark_governor.api.cli.jar import jar
 from spark_governor.api.cli.plan import plan_command
 from spark_governor.api.cli.serve import serve
 from spark_governor.api.cli.stats import stats
+from spark_governor.api.cli.token import token
 
 
 @click.group()
@@ -28,6 +30,6 @@ def main(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _command in (serve, db, stats, plan_command, dashboards, bench, demo):
+for _command in (serve, db, stats, plan_command, dashboards, bench, demo, jar, token):
     main.add_command(_command)
 del _command

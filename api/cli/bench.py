@@ -77,6 +77,9 @@ def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the processing-time noise.")
 @click.option("--noise", default=0.05, show_default=True, type=click.FloatRange(0, 1),
               help="Lognormal shape of the processing-time noise (mean 1).")
+@click.option("--seeds", default=None, help="Also sweep these seeds (e.g. 0-5 or 0,3,7): worst ratio per workload "
+                                            "and noise level, fixed-point vs fixed-point paper.")
+@click.option("--noise-levels", default=None, help="Noise levels of the sweep, comma-separated (default: --noise).")
 @click.option("--out-dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
 @click.option("--no-plot", is_flag=True, help="Skip the PNG.")
 @click.option("--spark", "with_spark", is_flag=True, help="Also run the short real-Spark version (local[2]).")
@@ -86,16 +89,28 @@ def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str
               help="Real Spark: rows/s before and after the step.")
 @click.option("--spark-cost-per-row", default=2e-4, show_default=True, type=click.FloatRange(0),
               help="Real Spark: seconds the sink sleeps per row (p = Spark's overhead + c·N).")
-def bench_batch_sizing(horizon: float, seed: int, noise: float, out_dir: str, no_plot: bool, with_spark: bool,
-                       spark_phase_seconds: float, spark_rate: float, spark_cost_per_row: float) -> None:
-    """Batch-interval controllers on a queueing simulation of a micro-batch system (and real Spark)."""
-    from spark_governor.bench.batch_sizing import run_bench
+def bench_batch_sizing(horizon: float, seed: int, noise: float, seeds, noise_levels, out_dir: str, no_plot: bool,
+                       with_spark: bool, spark_phase_seconds: float, spark_rate: float, spark_cost_per_row: float) -> None:
+    """Batch-interval controllers on a queueing simulation of a micro-batch system (and real Spark):
+    ``fixed-point`` (the policy's defaults) beside ``fixed-point paper`` (the paper's rule)."""
+    from spark_governor.bench.batch_sizing import format_sweep, run_bench, run_sweep
 
+    sweep_seeds = _seeds(seeds) if seeds else None
+    levels = _floats(noise_levels, "--noise-levels") if noise_levels else [noise]
+    if any(not 0 <= x <= 1 for x in levels):
+        raise click.BadParameter("noise levels must be in [0, 1]", param_hint="--noise-levels")
     started = time.perf_counter()
     report = run_bench(horizon_s=horizon, seed=seed, out_dir=out_dir, noise=noise, png=not no_plot)
     click.echo(report["table"])
     click.echo(f"wrote {report['json']}" + (f" and {report['png']}" if "png" in report else "")
                + f" ({time.perf_counter() - started:.1f} s)", err=True)
+    if sweep_seeds is not None or noise_levels:
+        sweep = run_sweep(sweep_seeds if sweep_seeds is not None else [seed], levels, horizon_s=horizon)
+        path = os.path.join(out_dir, "batch_sizing_sweep.json")
+        write_json(sweep, path)
+        click.echo("")
+        click.echo(format_sweep(sweep))
+        click.echo(f"wrote {path} ({sweep['elapsed_s']:.1f} s)", err=True)
     if with_spark:
         from spark_governor.bench.batch_sizing_spark import format_spark_table, run_spark_bench
 
@@ -125,6 +140,22 @@ def _write_report(report: dict, out: str, plot: str, plot_report, format_report)
     plot_report(report, plot)
     click.echo(format_report(report))
     click.echo(f"wrote {out} and {plot}")
+
+
+def _seeds(text: str) -> list[int]:
+    """``0-5`` or ``0,3,7`` (or a mix) as a sorted list of distinct seeds."""
+    out: set[int] = set()
+    try:
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
+            out.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise click.BadParameter(f"expected seeds like 0-5 or 0,3,7, got {text!r}", param_hint="--seeds") from None
+    if not out:
+        raise click.BadParameter("no seeds", param_hint="--seeds")
+    return sorted(out)
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -187,13 +218,15 @@ def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops
 @click.option("--drift-every", default=10, show_default=True, type=click.IntRange(1), help="Batches between changes of the hot keys.")
 @click.option("--partitions", default=8, show_default=True, type=click.IntRange(1), help="Blocks / stateful instances P.")
 @click.option("--algorithms", default=None, help="Comma-separated partitioners (default: hash, shuffle, pk2, pk5, cam, "
-                                                 "prompt, dalton, mixed, mintable, minmig).")
+                                                 "prompt, dalton, dalton-paper, mixed, mixed-paper, mintable, minmig; "
+                                                 "NAME-paper is a routing table in the paper's configuration).")
 @click.option("--theta-max", default=0.08, show_default=True, type=click.FloatRange(0), help="Routing tables: θmax.")
 @click.option("--table-max", default=3000, show_default=True, type=click.IntRange(0), help="Routing tables: Amax.")
 @click.option("--plan-margin", default=0.5, show_default=True, type=click.FloatRange(0, 1, max_open=True),
               help="Routing tables: re-plan above θmax but plan for θmax·(1 − margin) (0: the paper's target).")
-@click.option("--dalton-hot-factor", default=8.0, show_default=True, type=click.FloatRange(1, 100),
-              help="Also run Dalton with heavy hitters at count ≥ total/(factor·P) (ours; 1: only the paper's).")
+@click.option("--dalton-hot-factor", default=1.0, show_default=True, type=click.FloatRange(1, 100),
+              help="Also run dalton-paper with heavy hitters at count ≥ total/(factor·P) (row dalton-paper-hhF; "
+                   "1: no such row).")
 @click.option("--window", default=5, show_default=True, type=click.IntRange(1), help="Routing tables: state window w (batches).")
 @click.option("--settle", default=3, show_default=True, type=click.IntRange(0), help="Batches after each drift excluded from 'converged'.")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -201,7 +234,8 @@ def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops
 @click.option("--plot", default="bench-results/partitioners_drift.png", show_default=True, type=click.Path(dir_okay=False))
 def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
                              plan_margin, dalton_hot_factor, window, settle, seed, out, plot) -> None:
-    """Max/mean load per batch, migration cost, table size and decisions/s on a drifting Zipf stream."""
+    """Max/mean load per batch, planning time (median, p95), migration cost and table size on a drifting Zipf
+    stream: the default rows (dalton, mixed) beside the paper's (dalton-paper, mixed-paper)."""
     from spark_governor.bench.partitioners_drift import format_drift, plot_drift, run_drift_bench
 
     z_values = _floats(zs, "--z")
@@ -289,3 +323,25 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     write_json(report, out, indent=2)
     click.echo(format_real_table(report))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)
+
+
+@bench.command("load")
+@click.option("--jobs", default=200, show_default=True, type=click.IntRange(1, 5000), help="Simulated jobs (1 report/s each).")
+@click.option("--seconds", default=30, show_default=True, type=click.IntRange(1, 3600), help="Measured seconds.")
+@click.option("--db", "db_url", required=True, help="SQLAlchemy URL of the control plane's database.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="serve --workers.")
+@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="serve --threads.")
+@click.option("--tasks", default=40, show_default=True, type=click.IntRange(2, 10_000), help="Task records per report.")
+@click.option("--policy-share", default=0.2, show_default=True, type=click.FloatRange(0, 1),
+              help="Share of the jobs with a (dry-run) policy configured.")
+@click.option("--log", "log_path", default=None, type=click.Path(dir_okay=False), help="serve's log file.")
+@click.option("--out", default="bench-results/load.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_load(jobs: int, seconds: int, db_url: str, workers: int, threads: int, tasks: int, policy_share: float,
+               log_path, out: str) -> None:
+    """Simulated reporters against `serve` on 127.0.0.1: offered vs achieved, stored, p50/p99, CPU per report."""
+    from spark_governor.bench.load import format_result, run_load
+
+    result = run_load(jobs, seconds, db_url, workers=workers, threads=threads, tasks=tasks, policy_share=policy_share,
+                      log_path=log_path, out=lambda m: click.echo(m, err=True))
+    write_json(result.as_dict(), out, indent=2)
+    click.echo(format_result(result))

@@ -6,13 +6,21 @@ import click
 from spark_governor.aggregators.db import DEFAULT_DB_URL
 
 
+_DB = click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True, envvar="SPARK_GOVERNOR_DB",
+                   help="SQLAlchemy URL of the control plane's database.")
+
+
+def _no_database(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
 @click.group()
 def db() -> None:
     """Database schema migrations (Alembic)."""
 
 
 @db.command("upgrade")
-@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True)
+@_DB
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(db_url: str, revision: str) -> None:
     """Upgrade the schema to REVISION."""
@@ -23,20 +31,26 @@ def db_upgrade(db_url: str, revision: str) -> None:
 
 
 @db.command("downgrade")
-@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True)
+@_DB
 @click.option("--revision", default="base", show_default=True)
 def db_downgrade(db_url: str, revision: str) -> None:
     """Downgrade the schema to REVISION (default: empty)."""
-    from spark_governor.aggregators.db import downgrade
+    from spark_governor.aggregators.db import NoDatabase, downgrade
 
-    downgrade(db_url, revision)
+    try:
+        downgrade(db_url, revision)
+    except NoDatabase as exc:
+        raise _no_database(exc) from None
     click.echo(f"downgraded {db_url} to {revision}")
 
 
 @db.command("current")
-@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True)
+@_DB
 def db_current(db_url: str) -> None:
-    """Print the schema revision of the database."""
-    from spark_governor.aggregators.db import current_revision
+    """Print the schema revision of the database (never creates one: no database is an error)."""
+    from spark_governor.aggregators.db import NoDatabase, current_revision
 
-    click.echo(current_revision(db_url) or "(empty)")
+    try:
+        click.echo(current_revision(db_url) or "(empty)")
+    except NoDatabase as exc:
+        raise _no_database(exc) from None

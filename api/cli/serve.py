@@ -1,54 +1,98 @@
-"""``spark-governor serve``: the control plane (HTTP API, /metrics and the scheduler) in this process."""
+"""``spark-governor serve``: the control plane (HTTP API, /metrics and the scheduler) on gunicorn.
+
+Every option can also be set by an environment variable (shown in ``--help``; the table is in
+docs/deployment.md). Flags win over the environment.
+"""
 from __future__ import annotations
 
 import os
-import signal
-import threading
 
 import click
 
 from spark_governor.aggregators.db import DEFAULT_DB_URL
 
 
-@click.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True, help="SQLAlchemy URL.")
-@click.option("--window-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="Length of a statistics window.")
-@click.option("--retention-hours", default=24.0, show_default=True, type=click.FloatRange(0.001),
-              help="Statistics older than this are deleted.")
-@click.option("--migrate/--no-migrate", default=None,
-              help="Run migrations at start (default: only for SQLite).")
-@click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="Policy evaluation interval.")
-@click.option("--token", "tokens", multiple=True, metavar="NAME=SECRET",
-              help="API token for write endpoints (repeatable; also SPARK_GOVERNOR_TOKENS=n1=s1,n2=s2).")
-def serve(host: str, port: int, db_url: str, window_seconds: float, retention_hours: float, migrate,
-          evaluation_seconds: float, tokens: tuple[str, ...]) -> None:
-    """Start the control plane (HTTP API, /metrics and the scheduler)."""
-    from spark_governor.api.app import Settings
-    from spark_governor.api.server import ControlPlane, SchemaNotCurrent
+def _tokens(tokens: tuple[str, ...]) -> dict:
+    from spark_governor.api.auth import parse_token_option
 
     named = {}
     for item in [*tokens, *filter(None, os.environ.get("SPARK_GOVERNOR_TOKENS", "").split(","))]:
-        name, sep, secret = item.partition("=")
-        if not sep or not name or len(secret) < 8:
-            raise click.BadParameter("expected NAME=SECRET with a secret of at least 8 characters",
-                                     param_hint="--token")
-        named[name] = secret
-    settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds)
-    plane = ControlPlane(db_url=db_url, host=host, port=port, settings=settings,
-                         retention_s=retention_hours * 3600, migrate=migrate, tokens=named)
+        try:
+            name, spec = parse_token_option(item.strip())
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--token") from None
+        named[name] = spec
+    return named
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="SPARK_GOVERNOR_HOST", help="Address to bind.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), envvar="SPARK_GOVERNOR_PORT")
+@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True, envvar="SPARK_GOVERNOR_DB",
+              help="SQLAlchemy URL.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), envvar="SPARK_GOVERNOR_WORKERS",
+              help="gunicorn worker processes (use about one per core).")
+@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), envvar="SPARK_GOVERNOR_THREADS",
+              help="Threads per worker (concurrent requests per worker).")
+@click.option("--window-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              envvar="SPARK_GOVERNOR_WINDOW_SECONDS", help="Length of a statistics window.")
+@click.option("--retention-hours", default=24.0, show_default=True, type=click.FloatRange(0.001),
+              envvar="SPARK_GOVERNOR_RETENTION_HOURS", help="Statistics older than this are deleted.")
+@click.option("--migrate/--no-migrate", default=None, envvar="SPARK_GOVERNOR_MIGRATE",
+              help="Run migrations at start (default: only for SQLite).")
+@click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              envvar="SPARK_GOVERNOR_EVALUATION_SECONDS", help="Policy evaluation interval.")
+@click.option("--token", "tokens", multiple=True, metavar="NAME[:SCOPES[:JOBS]]=SECRET",
+              help="A configured API token (repeatable; also SPARK_GOVERNOR_TOKENS=t1,t2). SCOPES: report, read, "
+                   "write, admin joined by '+' (default admin); JOBS: job-name patterns joined by '+'.")
+@click.option("--anonymous-reports", is_flag=True, envvar="SPARK_GOVERNOR_ANONYMOUS_REPORTS",
+              help="Accept reports without a token (local development only: anyone who reaches the port "
+                   "can feed statistics).")
+@click.option("--reads", type=click.Choice(["open", "token"]), default="open", show_default=True,
+              envvar="SPARK_GOVERNOR_READS", help="token: GET endpoints and /metrics need a read token.")
+@click.option("--max-inflight-reports", default=4, show_default=True, type=click.IntRange(1, 256),
+              envvar="SPARK_GOVERNOR_MAX_INFLIGHT_REPORTS",
+              help="Reports parsed and stored at once per worker (bounds memory; more wait, then 503).")
+@click.option("--max-body-mib", default=16, show_default=True, type=click.IntRange(1, 1024),
+              envvar="SPARK_GOVERNOR_MAX_BODY_MIB", help="Largest report as sent (compressed).")
+def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_seconds: float,
+          retention_hours: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
+          anonymous_reports: bool, reads: str, max_inflight_reports: int, max_body_mib: int) -> None:
+    """Start the control plane (HTTP API, /metrics and the scheduler) on gunicorn."""
+    import socket
+
+    from spark_governor.api.server import use_worker_metrics_dir
+
+    own_metrics_dir = use_worker_metrics_dir()  # before prometheus_client is imported (api.app imports it)
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ProductionConfig, SchemaNotCurrent, run_production
+    from spark_governor.aggregators.db import NoDatabase
+
+    named = _tokens(tokens)
+    settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
+                        require_report_token=not anonymous_reports, open_reads=reads == "open",
+                        max_inflight_reports=max_inflight_reports, max_body_bytes=max_body_mib * 1024 * 1024)
+    if port == 0:  # gunicorn needs a concrete port to report
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+    else:
+        with socket.socket() as s:  # a clear error before forking workers
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError as exc:
+                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    cfg = ProductionConfig(db_url=db_url, host=host, port=port, workers=workers, threads=threads, settings=settings,
+                           retention_s=retention_hours * 3600, migrate=migrate, tokens=named)
     try:
-        plane.start()
-    except SchemaNotCurrent as exc:
+        click.echo(f"spark-governor control plane on http://{host}:{port} (db {db_url}, {workers} workers)", err=True)
+        run_production(cfg)
+    except (SchemaNotCurrent, NoDatabase) as exc:
         raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-    click.echo(f"spark-governor control plane on {plane.url} (db {db_url})", err=True)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    done.wait()
-    plane.stop()
+    finally:
+        if own_metrics_dir:
+            import shutil
+
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)

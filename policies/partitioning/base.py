@@ -323,6 +323,55 @@ class PartitionPlan:
             raise PlanError(f"plan: malformed ({exc.__class__.__name__}: {exc})") from None
 
 
+class KeyIndex:
+    """Integer ids for every key a stateful partitioner has seen (first-seen order), with
+    their crc32 and their hash instance per P, cached across batches: a batch costs one dict
+    lookup per key, and hashing only its new keys (the per-batch bookkeeping is numpy)."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.names: list[str] = []
+        self._names_arr = np.empty(0, dtype="<U1")
+        self._crc = np.empty(0, dtype=np.int64)
+        self._instances: dict[tuple, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def lookup(self, keys) -> np.ndarray:
+        """The ids of ``keys`` (new keys get the next ids)."""
+        ids = self.ids
+        new = [k for k in keys if k not in ids]
+        if new:
+            new = list(dict.fromkeys(new))
+            base = len(self.names)
+            ids.update(zip(new, range(base, base + len(new))))
+            self.names.extend(new)
+            self._names_arr = np.concatenate([self._names_arr, np.array(new, dtype=str)])
+            self._crc = np.concatenate([self._crc, stable_hashes(new)])
+        return np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+    def crc(self, ids: np.ndarray) -> np.ndarray:
+        return self._crc[ids]
+
+    def instances(self, ids: np.ndarray, partitions: int, hash_keys=None) -> np.ndarray:
+        """h(k) per id: crc32 mod P (``hash_keys`` None, or a function marked ``crc32 = True``),
+        else ``hash_keys(keys, P)`` (cached per P)."""
+        if hash_keys is None or getattr(hash_keys, "crc32", False):
+            return self._crc[ids] % partitions
+        key = (partitions, id(hash_keys))
+        cached = self._instances.get(key, np.empty(0, dtype=np.int64))
+        if len(cached) < len(self.names):
+            more = np.asarray(hash_keys(tuple(self.names[len(cached):]), partitions), dtype=np.int64)
+            cached = self._instances[key] = np.concatenate([cached, more])
+        return cached[ids]
+
+    def name_order(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` sorted by key name (the key index order of the planners' tie-breaks)."""
+        return ids[np.argsort(self._names_arr[ids], kind="stable")]
+
+
+
 # -- the interface ------------------------------------------------------------------------------
 
 class PartitionerOptions(BaseModel):

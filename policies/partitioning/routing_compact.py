@@ -28,8 +28,12 @@ tests check equal loads for the three, validity for Mixed, and exact equality wi
 
 Criterion orders on records (:class:`Orders`): C_cost (−c), C_γ (−γ, −c), γ = c^β/S (S = 0 → +∞),
 C_mem (S), each with ties to the group holding the lowest key index — the per-key tie-break when
-groups hold one key, so without identical keys the plans are the per-key plans exactly. Pure:
-numpy and the standard library only.
+groups hold one key, so without identical keys the plans are the per-key plans exactly.
+
+Best effort (``best_effort=True``, ``routing_llfd``): records whose keys are giants are pinned to
+their homes after Phase I (a record holding several giants on one instance is split: its extra
+keys go one by one to the instance without a giant with the least other load) and the bounds are
+per instance, as per key. Pure: numpy and the standard library only.
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ import numpy as np
 
 from spark_governor.policies.partitioning.routing_llfd import fewest_keys, llfd_target
 from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, RoutingPlan, Stats, _bound,
-                                                                _evaluate, assignment)
+                                                                _evaluate, assignment, giant_threshold)
 
 __all__ = ["CompactRecords", "UNASSIGNED", "KeySpace", "Orders", "plan_records", "compact_plan", "llfd_compact",
            "min_table_compact", "min_mig_compact"]
@@ -182,12 +186,12 @@ class KeySpace:
 
 
 def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tuple],
-                 back: int | str = 0) -> tuple[CompactRecords, np.ndarray, bool]:
+                 back: int | str = 0, best_effort: bool = True) -> tuple[CompactRecords, np.ndarray, bool, Optional[np.ndarray]]:
     """Phases I–III on records (module docstring). ``back``: ``"all"`` (MinTable) or the number
-    of table entries moved back in C_mem order (Mixed's ``a``). Returns (records, loads, feasible)."""
+    of table entries moved back in C_mem order (Mixed's ``a``). Returns (records, loads, feasible,
+    the best-effort per-instance bounds or None)."""
     stats = space.stats
     N = stats.instances
-    U = _bound(stats, theta_max)
     recs = space.records()
     # Phase I
     entries = sorted((r for r in recs.records if r[1] != r[2]), key=space.orders().memory)
@@ -201,27 +205,35 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
     loads = space.base.copy()
     for (dn, _, _, c, _), n in recs.records.items():
         loads[dn] += c * n
+    thr = giant_threshold(stats, theta_max) if best_effort else None
+    if thr is None:
+        U = np.full(N, _bound(stats, theta_max))
+        giant = lambda rec: False  # noqa: E731
+    else:
+        U = _giant_homes(recs, space, thr, loads, thr * theta_max / (1 + theta_max))
+        giant = lambda rec: rec[3] > thr + EPS  # noqa: E731
     # Phase II
     for d in range(N):
-        if loads[d] <= U + EPS:
+        if loads[d] <= U[d] + EPS:
             continue
         for rec in sorted((r for r in recs.records if r[0] == d), key=order):
-            if loads[d] <= U + EPS:
+            if loads[d] <= U[d] + EPS:
                 break
             c = rec[3]
-            if c <= 0:
+            if c <= 0 or giant(rec):
                 continue
-            m = fewest_keys(loads[d] - U, c, recs.records[rec])
+            m = fewest_keys(loads[d] - U[d], c, recs.records[rec])
             recs.take(rec, m, UNASSIGNED)
             loads[d] -= c * m
     waiting = [r for r in recs.records if r[0] == UNASSIGNED]
+    be = None if thr is None else U
     if not waiting:
-        return recs, loads, True
+        return recs, loads, True, be
     # Phase III: LLFD with Adjust; residents are the keys that stayed after Phase II
     residents: list[list] = [[] for _ in range(N)]
     avail: dict = {}                            # resident record -> keys not bumped yet
     for rec in sorted(recs.records, key=order):
-        if rec[0] != UNASSIGNED:
+        if rec[0] != UNASSIGNED and not giant(rec):
             residents[rec[0]].append(rec)
             avail[rec] = recs.records[rec]
     heap = [(order(r), r) for r in waiting]
@@ -244,29 +256,65 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
             target = min(range(N), key=lambda d: (loads[d], d))
         recs.take(rec, 1, target)
         loads[target] += ck
-    return recs, loads, feasible
+    return recs, loads, feasible, be
+
+
+def _giant_homes(recs: CompactRecords, space: KeySpace, thr: float, loads: np.ndarray, slack: float) -> np.ndarray:
+    """Best effort on records: every giant key on an instance of its own (``routing_table.bounds``'
+    rule: giants by S descending, then c descending, then first key index, keep their instance
+    unless taken; the others go to the free instance with the least non-giant load); ``loads`` is
+    updated. Returns the per-instance bounds (c(giant) + ``slack`` = θmax·R̄ on a giant's)."""
+    N = space.stats.instances
+    giants = sorted((r for r in recs.records if r[3] > thr + EPS),
+                    key=lambda r: (-r[4], -r[3], space.first[r[1:]], r[0]))
+    rest = loads.copy()
+    for (dn, _, _, c, _), n in recs.records.items():
+        if c > thr + EPS:
+            rest[dn] -= c * n
+    taken = np.zeros(N, dtype=bool)
+    per = np.full(N, thr)
+    for rec in giants:
+        n = recs.records.get(rec, 0)
+        for _ in range(n):
+            d = rec[0]
+            if taken[d]:
+                d = min((e for e in range(N) if not taken[e]), key=lambda e: (rest[e], e))
+                loads[rec[0]] -= rec[3]
+                loads[d] += rec[3]
+                recs.take(rec, 1, d)
+            taken[d] = True
+            per[d] = rec[3] + slack
+    return per
 
 
 def compact_plan(name: str, stats: Stats, theta_max: float, criterion: str = "cost", beta: float = BETA,
-                 back: int | str = 0, space: KeySpace | None = None) -> RoutingPlan:
+                 back: int | str = 0, space: KeySpace | None = None, best_effort: bool = True) -> RoutingPlan:
     """One algorithm run on records (``criterion`` "cost" or "gamma"), materialised and evaluated
     like the per-key plans."""
     space = space or KeySpace(stats)
     orders = space.orders(beta)
-    recs, loads, feasible = plan_records(space, theta_max, orders.cost if criterion == "cost" else orders.gamma, back)
+    recs, loads, feasible, per = plan_records(space, theta_max, orders.cost if criterion == "cost" else orders.gamma,
+                                              back, best_effort)
     plan = _evaluate(name, stats, space.materialise(recs), theta_max, "ok")
-    ok = feasible and plan.loads.max(initial=0) <= plan.bound + EPS
-    return RoutingPlan(plan.algorithm, plan.table, plan.owner, plan.loads, plan.bound, plan.moved,
-                       plan.migration, "ok" if ok else "infeasible", plan.trials)
+    if per is None:
+        status = "ok" if feasible and plan.loads.max(initial=0) <= plan.bound + EPS else "infeasible"
+        bound = plan.bound
+    else:
+        status = "best_effort" if feasible and bool((plan.loads <= per + EPS).all()) else "infeasible"
+        bound = float(per.max())
+    return RoutingPlan(plan.algorithm, plan.table, plan.owner, plan.loads, bound, plan.moved,
+                       plan.migration, status, plan.trials, plan.lower_bound)
 
 
-def llfd_compact(stats: Stats, theta_max: float = THETA_MAX, criterion: str = "cost", beta: float = BETA) -> RoutingPlan:
-    return compact_plan("llfd", stats, theta_max, criterion, beta)
+def llfd_compact(stats: Stats, theta_max: float = THETA_MAX, criterion: str = "cost", beta: float = BETA,
+                 best_effort: bool = True) -> RoutingPlan:
+    return compact_plan("llfd", stats, theta_max, criterion, beta, best_effort=best_effort)
 
 
-def min_table_compact(stats: Stats, theta_max: float = THETA_MAX) -> RoutingPlan:
-    return compact_plan("mintable", stats, theta_max, "cost", back="all")
+def min_table_compact(stats: Stats, theta_max: float = THETA_MAX, best_effort: bool = True) -> RoutingPlan:
+    return compact_plan("mintable", stats, theta_max, "cost", back="all", best_effort=best_effort)
 
 
-def min_mig_compact(stats: Stats, theta_max: float = THETA_MAX, beta: float = BETA) -> RoutingPlan:
-    return compact_plan("minmig", stats, theta_max, "gamma", beta)
+def min_mig_compact(stats: Stats, theta_max: float = THETA_MAX, beta: float = BETA,
+                    best_effort: bool = True) -> RoutingPlan:
+    return compact_plan("minmig", stats, theta_max, "gamma", beta, best_effort=best_effort)

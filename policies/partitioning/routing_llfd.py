@@ -8,6 +8,16 @@
   *residents* with strictly smaller cost that brings it under U; bumped keys re-enter the queue.
   A key no instance accepts goes to the least-loaded instance and the plan is ``infeasible``
   (§8 A6).
+- Best effort (ours, ``best_effort=True``, the default; the paper and the digest give up): when a
+  key alone exceeds U (a *giant*, ``routing_table.giant_threshold``) θmax cannot be met by any
+  table, so the planners minimise the maximum load instead, within the paper's slack: each giant
+  on its own instance (its home: ``routing_table.bounds``, where it is unless a giant with more
+  state is there), and the paper's problem on the rest with per-instance bounds — c(giant) +
+  θmax·R̄ on a giant's instance, (1 + θmax)·R̄ elsewhere (R̄ the mean of the rest over the other
+  instances). Giants are pinned (never disassociated nor bumped). The plan's maximum load is then
+  c_max + θmax·R̄ ≤ (1 + θmax)·max(c_max, L̄), status ``best_effort``; its achieved θ is
+  ``max_theta``.
+  Without a giant nothing changes.
 
 :func:`fewest_keys` and :func:`llfd_target` are the one LLFD/Adjust step shared with the
 compact-record planners (``routing_compact``): an item there is a record of n equal keys.
@@ -22,11 +32,11 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, RoutingPlan, Stats, _bound, _rank,
-                                                                assignment, cost_order, gamma_order, instance_loads,
-                                                                migration_cost)
+from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, Bounds, RoutingPlan, Stats, _bound,
+                                                                _rank, assignment, bounds, cost_order, gamma_order,
+                                                                instance_loads, lower_bound, migration_cost)
 
-__all__ = ["fewest_keys", "llfd_target", "llfd"]
+__all__ = ["fewest_keys", "llfd_target", "llfd", "plan_status"]
 
 
 def fewest_keys(over: float, c: float, n: int) -> int:
@@ -44,18 +54,20 @@ def fewest_keys(over: float, c: float, n: int) -> int:
     return m
 
 
-def llfd_target(loads: np.ndarray, ck: float, U: float, residents: Sequence[list],
+def llfd_target(loads: np.ndarray, ck: float, U, residents: Sequence[list],
                 cost: Callable[[object], float], available: Callable[[object], int]) -> tuple[Optional[int], list]:
     """LLFD's choice for one key of cost ``ck`` (Algorithm 1, with Adjust): instances by (load,
     index); the first one the key fits on (L + c ≤ U), or the first one on which Adjust frees room
-    by taking, in criterion order, the fewest residents of strictly smaller cost. ``residents[d]``
+    by taking, in criterion order, the fewest residents of strictly smaller cost. ``U`` is one bound
+    or one per instance (best effort). ``residents[d]``
     lists items in criterion order (an item is one key, or a record of equal keys); ``cost(item)``
     is its per-key cost and ``available(item)`` how many of its keys can still be bumped. Returns
     (instance or None, the ``(item, m)`` to bump); the caller moves them and places the key."""
+    U = np.broadcast_to(np.asarray(U, dtype=float), (len(loads),))
     for d in sorted(range(len(loads)), key=lambda d: (loads[d], d)):
-        if loads[d] + ck <= U + EPS:
+        if loads[d] + ck <= U[d] + EPS:
             return d, []
-        excess, chosen = loads[d] + ck - U, []
+        excess, chosen = loads[d] + ck - U[d], []
         for item in residents[d]:
             avail, c2 = available(item), cost(item)
             if avail == 0 or c2 >= ck:
@@ -70,33 +82,49 @@ def llfd_target(loads: np.ndarray, ck: float, U: float, residents: Sequence[list
     return None, []
 
 
-def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) -> tuple[dict, np.ndarray, bool]:
+def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float,
+                 best_effort: bool = True) -> tuple[dict, np.ndarray, bool, Optional[Bounds]]:
     """Phase II (disassociate keys, criterion order, from each overloaded instance while L > U;
-    keys with c = 0 are skipped, §8 A7) and Phase III (LLFD). Returns (A', F', feasible)."""
+    keys with c = 0 are skipped, §8 A7) and Phase III (LLFD). With ``best_effort`` and giants,
+    the giants go to their homes first and U is per instance (module docstring). Returns
+    (A', F', feasible, the best-effort bounds or None)."""
     N, c, h = stats.instances, stats.cost, stats.hashed
-    U = _bound(stats, theta_max)
     table = dict(table)
     owner = assignment(h, table)
+    pinned = stats.fixed
+    be = bounds(stats, owner, theta_max) if best_effort else None
+    if be is None:
+        U = np.full(N, _bound(stats, theta_max))
+    else:
+        U = be.per_instance
+        pinned = stats.fixed.copy()
+        for k, d in be.home.items():
+            owner[k] = d
+            pinned[k] = True
+            if d != h[k]:
+                table[k] = d
+            else:
+                table.pop(k, None)
     loads = instance_loads(owner, c, N)
     order = np.argsort(rank, kind="stable")
     candidates: list[int] = []
-    over = [d for d in range(N) if loads[d] > U + EPS]
+    over = [d for d in range(N) if loads[d] > U[d] + EPS]
     if over:
         owner_in_order = owner[order]
         for d in over:
             for k in order[owner_in_order == d].tolist():
-                if loads[d] <= U + EPS:
+                if loads[d] <= U[d] + EPS:
                     break
-                if c[k] <= 0 or stats.fixed[k]:
+                if c[k] <= 0 or pinned[k]:
                     continue
                 loads[d] -= c[k]; owner[k] = -1; table.pop(k, None); candidates.append(k)
     if not candidates:
-        return table, owner, True
+        return table, owner, True, be
     residents: list[list[int]] = [[] for _ in range(N)]     # per instance, criterion order
     placed = owner >= 0
     owner_in_order = owner[order]
     for d in range(N):
-        residents[d] = order[(owner_in_order == d) & placed[order] & ~stats.fixed[order]].tolist()
+        residents[d] = order[(owner_in_order == d) & placed[order] & ~pinned[order]].tolist()
     bumped = np.zeros(stats.keys, dtype=bool)
     heap = [(int(rank[k]), k) for k in candidates]
     heapq.heapify(heap)
@@ -116,22 +144,31 @@ def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float) 
             table[k] = target
         else:
             table.pop(k, None)
-    return table, owner, feasible
+    return table, owner, feasible, be
+
+
+def plan_status(loads: np.ndarray, feasible: bool, U: float, be: Optional[Bounds]) -> tuple[str, float]:
+    """(status, bound) of a planned assignment: ``ok`` within U; ``best_effort`` within the
+    best-effort bounds (there were giants); else ``infeasible``."""
+    if be is None:
+        return ("ok" if feasible and loads.max(initial=0) <= U + EPS else "infeasible"), U
+    ok = feasible and bool((loads <= be.per_instance + EPS).all())
+    return ("best_effort" if ok else "infeasible"), be.target
 
 
 def _plan(name: str, stats: Stats, table: dict, rank: np.ndarray, theta_max: float,
-          trials: tuple = ()) -> RoutingPlan:
-    new_table, owner, feasible = _phase2_llfd(stats, table, rank, theta_max)
+          trials: tuple = (), best_effort: bool = True) -> RoutingPlan:
+    new_table, owner, feasible, be = _phase2_llfd(stats, table, rank, theta_max, best_effort)
     old_owner = assignment(stats.hashed, stats.table)
     moved, M = migration_cost(old_owner, owner, stats.state)
     loads = instance_loads(owner, stats.cost, stats.instances)
-    U = _bound(stats, theta_max)
-    ok = feasible and loads.max(initial=0) <= U + EPS
-    return RoutingPlan(name, new_table, owner, loads, U, moved, M, "ok" if ok else "infeasible", trials)
+    status, bound = plan_status(loads, feasible, _bound(stats, theta_max), be)
+    return RoutingPlan(name, new_table, owner, loads, bound, moved, M, status, trials, lower_bound(stats))
 
 
-def llfd(stats: Stats, theta_max: float = THETA_MAX, criterion: str = "cost", beta: float = BETA) -> RoutingPlan:
+def llfd(stats: Stats, theta_max: float = THETA_MAX, criterion: str = "cost", beta: float = BETA,
+         best_effort: bool = True) -> RoutingPlan:
     """LLFD alone on the current table (no cleaning) with criterion ``cost`` or ``gamma``."""
     order = cost_order(stats) if criterion == "cost" else gamma_order(stats, beta)
-    return _plan("llfd", stats, stats.table, _rank(order), theta_max)
+    return _plan("llfd", stats, stats.table, _rank(order), theta_max, best_effort=best_effort)
 

@@ -8,9 +8,13 @@ key, F(k) = A[k] if present else ``crc32(key) mod P``. The instance keeps the ta
 - c(k) = the key's tuples in the statistics batch; S(k, w) = its tuples over the last ``window``
   batches (the state a windowed operator keeps; digest §8 A12 allows rows as the unit).
 - Trigger (digest §8 A2): the table is rebuilt only when the current table leaves some instance
-  above (1 + θmax)·L̄ on the statistics; otherwise it is kept and nothing migrates. A plan that
-  is not balanced within Amax (e.g. one key above the bound) replaces the table only if it lowers
-  the maximum load (digest §8 A6); ``last.status`` still says what the algorithm found.
+  above (1 + θmax)·L̄ on the statistics — or, when a key alone exceeds that bound (best effort,
+  ``routing_llfd``), when the current table misses the best-effort bounds (a giant shares its
+  instance, or another instance is above (1 + θmax)·R̄); otherwise it is kept and nothing
+  migrates. A plan that meets neither (status ``infeasible`` or ``table_violation``) replaces the
+  table only if it lowers the maximum load (digest §8 A6); ``last.status`` still says what the
+  algorithm found. ``best_effort=False`` is the paper's behaviour (an unmeetable θmax gives
+  ``infeasible`` plans).
 - ``plan_on="current"`` (default, the offline ``plan`` command): the batch given is the
   statistics window, the table is planned on it and applied to it. ``plan_on="previous"`` (a
   running stream, the paper's protocol): the batch is routed with the table planned on the
@@ -25,15 +29,17 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Literal, Mapping, Optional
+from typing import Literal, Mapping, Optional, Sequence
 
 import numpy as np
 from pydantic import Field
 
-from spark_governor.policies.partitioning.base import Fragments, KeyCounts, Partitioner, PartitionerOptions, PlanError, stable_hashes
+from spark_governor.policies.partitioning.base import (Fragments, KeyCounts, KeyIndex, Partitioner, PartitionerOptions,
+                                                       PlanError, stable_hashes)
 from spark_governor.policies.partitioning.registry import register
 from spark_governor.policies.partitioning.routing_planners import algorithm
-from spark_governor.policies.partitioning.routing_table import BETA, THETA_MAX, RoutingPlan, Stats, assignment, instance_loads
+from spark_governor.policies.partitioning.routing_table import (BETA, THETA_MAX, VALID, RoutingPlan, Stats, assignment,
+                                                                bounds, instance_loads, lower_bound, within_bounds)
 
 
 def crc32_instances(keys, partitions: int) -> np.ndarray:
@@ -41,13 +47,23 @@ def crc32_instances(keys, partitions: int) -> np.ndarray:
     return stable_hashes(tuple(keys)) % partitions if len(keys) else np.zeros(0, dtype=np.int64)
 
 
-VALID = ("ok", "fallback_mintable", "exact")
+crc32_instances.crc32 = True   # KeyIndex.instances computes it from its cached crc32
 
 
 def keep_new(plan: RoutingPlan, old_loads: np.ndarray) -> bool:
     """Apply a plan if it is valid, or if it at least lowers the maximum load (digest §8 A6: when
     no balanced table within Amax exists, keep the old table unless the new one is better)."""
     return plan.status in VALID or float(plan.loads.max(initial=0)) < float(old_loads.max(initial=0)) - 1e-9
+
+
+def current_meets_target(stats: Stats, owner: np.ndarray, theta_max: float, best_effort: bool = True) -> bool:
+    """The re-plan trigger's test (module docstring): the current assignment keeps every instance
+    within (1 + θmax)·L̄, or — best effort, when a key alone exceeds that — within the
+    best-effort bounds."""
+    loads = instance_loads(owner, stats.cost, stats.instances)
+    if loads.max(initial=0) <= (1 + theta_max) * float(stats.cost.sum()) / stats.instances + 1e-9:
+        return True
+    return best_effort and within_bounds(stats, owner, theta_max)
 
 
 def plan_with_margin(fn, stats: Stats, theta_max: float, plan_margin: float = 0.0, **kwargs) -> RoutingPlan:
@@ -72,6 +88,25 @@ class RoutingOptions(PartitionerOptions):
     plan_margin: float = Field(0.5, ge=0, lt=1, description=(
         "re-plan when max load > (1+θmax)·L̄ (as the paper), but plan for (1+θmax·(1−plan_margin))·L̄, so that "
         "the next window's sampling noise and drift stay inside θmax (ours, default 0.5; 0 = the paper)"))
+    best_effort: bool = Field(True, description=(
+        "when a key alone exceeds (1+θmax)·L̄: minimise the maximum load (the key alone on its instance, the "
+        "rest within θmax of its own mean) instead of giving up (ours; false = the paper)"))
+
+
+class _Names(Sequence):
+    """Key names of the planner's key indices, looked up lazily (a batch plans on up to 10⁵ keys,
+    and only the table entries and reports need names)."""
+
+    def __init__(self, names: list, universe: np.ndarray):
+        self._names, self._universe = names, universe
+
+    def __len__(self) -> int:
+        return len(self._universe)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._names[j] for j in self._universe[i].tolist()]
+        return self._names[int(self._universe[i])]
 
 
 class _RoutingTablePartitioner(Partitioner):
@@ -82,91 +117,137 @@ class _RoutingTablePartitioner(Partitioner):
         super().__init__(**options)
         self.table: dict[str, int] = {}
         self.partitions: Optional[int] = None
-        self.history: deque[dict[str, int]] = deque(maxlen=self.options.window)
+        self.history: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=self.options.window)
         self.last: Optional[RoutingPlan] = None
-        self.last_keys: tuple[str, ...] = ()
+        self._last_names: Sequence[str] = ()
         self.rebuilt = False
         self.hash_keys = crc32_instances
+        self.index = KeyIndex()
+
+    @property
+    def last_keys(self) -> tuple[str, ...]:
+        """The key of every index of ``last`` (key-name order)."""
+        return tuple(self._last_names)
 
     def use_hash(self, hash_keys) -> None:
         """Replace the hash fallback: ``hash_keys(keys, P) -> int array`` (e.g. Spark's Murmur3 of
         the job's grouping key, ``collectors.routing``)."""
         self.hash_keys = hash_keys
 
+    def _entry(self, counts: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        keys = list(counts)
+        return self.index.lookup(keys), np.fromiter((int(counts[k]) for k in keys), dtype=np.int64, count=len(keys))
+
     def set_previous(self, counts: Mapping[str, int], table: Mapping[str, int]) -> None:
         """The previous window's key counts and routing table (e.g. from an earlier ``plan`` run)."""
-        self.history.append({str(k): int(v) for k, v in counts.items()})
+        self.history.append(self._entry({str(k): int(v) for k, v in counts.items()}))
         self.table = {str(k): int(v) for k, v in table.items()}
 
-    def _stats(self, counts: Mapping[str, int], partitions: int) -> tuple[tuple[str, ...], Stats]:
-        keys = set(counts) | set(self.table)
-        for h in self.history:
-            keys |= set(h)
-        keys_t = tuple(sorted(keys))
-        index = {k: i for i, k in enumerate(keys_t)}
-        c = np.array([counts.get(k, 0) for k in keys_t], dtype=float)
-        s = c.copy()
-        for h in list(self.history)[-(self.options.window - 1):] if self.options.window > 1 else []:
-            s += np.array([h.get(k, 0) for k in keys_t], dtype=float)
-        hashed = np.asarray(self.hash_keys(keys_t, partitions), dtype=np.int64)
+    def _stats(self, ids: np.ndarray, cnt: np.ndarray, partitions: int) -> tuple["_Names", Stats, np.ndarray]:
+        """Stats over the keys of the batch, the window and the table, in key-name order: (key
+        names, Stats, position of every id in them, −1 if absent)."""
         bad = [k for k, d in self.table.items() if not 0 <= d < partitions]
         if bad:
             raise PlanError(f"table: key {bad[0]!r} names instance {self.table[bad[0]]} outside 0..{partitions - 1}")
-        table = {index[k]: d for k, d in self.table.items()}
-        return keys_t, Stats(c, s, hashed, partitions, table, self.options.discretisation_r)
+        table_ids = self.index.lookup(list(self.table))
+        window = list(self.history)[-(self.options.window - 1):] if self.options.window > 1 else []
+        seen = np.zeros(len(self.index), dtype=bool)
+        for part in (ids, table_ids, *[h for h, _ in self.history]):
+            seen[part] = True
+        universe = self.index.name_order(np.nonzero(seen)[0])
+        pos = np.full(len(self.index), -1, dtype=np.int64)
+        pos[universe] = np.arange(len(universe))
+        c = np.zeros(len(universe))
+        c[pos[ids]] = cnt
+        s = c.copy()
+        for h_ids, h_cnt in window:
+            s[pos[h_ids]] += h_cnt
+        hashed = self.index.instances(universe, partitions, self.hash_keys)
+        table = dict(zip(pos[table_ids].tolist(), self.table.values()))
+        return _Names(self.index.names, universe), Stats(c, s, hashed, partitions, table,
+                                                         self.options.discretisation_r), pos
 
     def replan(self, counts: Mapping[str, int], partitions: int,
                state: Optional[Mapping[str, float]] = None) -> RoutingPlan:
         """Plan a new table from ``counts`` (the statistics window) if the current one is unbalanced.
         ``state`` (optional) gives S(k, w) per key directly (e.g. one state row per key for a
         running aggregate); by default S is the key's tuples over the last ``window`` batches."""
+        ids, cnt = self._entry(counts)
+        return self._replan(ids, cnt, partitions, state)
+
+    def _replan(self, ids: np.ndarray, cnt: np.ndarray, partitions: int,
+                state: Optional[Mapping[str, float]] = None) -> RoutingPlan:
         if self.partitions not in (None, partitions):
             self.table, self.history = {}, deque(maxlen=self.options.window)
         self.partitions = partitions
-        keys, stats = self._stats(counts, partitions)
+        keys, stats, pos = self._stats(ids, cnt, partitions)
         if state is not None:
-            s = np.array([float(state.get(k, 0.0)) for k in keys], dtype=float)
+            st_ids = self.index.lookup(list(state))
+            inside = st_ids < len(pos)
+            at = np.where(inside, pos[np.minimum(st_ids, len(pos) - 1)], -1) if len(pos) else np.full(len(st_ids), -1)
+            s = np.zeros(stats.keys)
+            vals = np.fromiter((float(v) for v in state.values()), dtype=float, count=len(st_ids))
+            s[at[at >= 0]] = vals[at >= 0]
             stats = Stats(stats.cost, s, stats.hashed, partitions, stats.table, self.options.discretisation_r)
         o = self.options
         owner = assignment(stats.hashed, stats.table)
         loads = instance_loads(owner, stats.cost, partitions)
         bound = (1 + o.theta_max) * float(stats.cost.sum()) / partitions
-        if loads.max(initial=0) <= bound + 1e-9 and len(stats.table) <= o.table_max:
-            plan = RoutingPlan(self.algorithm, dict(stats.table), owner, loads, bound, np.zeros(0, dtype=np.int64),
-                               0.0, "ok")
+        if current_meets_target(stats, owner, o.theta_max, o.best_effort) and len(stats.table) <= o.table_max:
+            status, kept_bound = "ok", bound
+            if loads.max(initial=0) > bound + 1e-9:
+                status, kept_bound = "best_effort", bounds(stats, owner, o.theta_max).target
+            plan = RoutingPlan(self.algorithm, dict(stats.table), owner, loads, kept_bound,
+                               np.zeros(0, dtype=np.int64), 0.0, status, (), lower_bound(stats))
             self.rebuilt = False
         else:
             fn = algorithm(self.algorithm, o.compact)
             kwargs = {"beta": o.beta} if self.algorithm in ("mixed", "minmig") else {}
             if self.algorithm == "mixed":
                 kwargs["table_max"] = o.table_max
+            kwargs["best_effort"] = o.best_effort
             plan = plan_with_margin(fn, stats, o.theta_max, o.plan_margin, **kwargs)
             self.rebuilt = True
             if not keep_new(plan, loads):     # digest §8 A6: an unbalanced plan that is no better
                 plan = RoutingPlan(self.algorithm, dict(stats.table), owner, loads, bound,
-                                   np.zeros(0, dtype=np.int64), 0.0, plan.status, plan.trials)
+                                   np.zeros(0, dtype=np.int64), 0.0, plan.status, plan.trials, lower_bound(stats))
                 self.rebuilt = False
         self.table = {keys[k]: d for k, d in plan.table.items()}
-        self.last, self.last_keys = plan, keys
-        self.history.append(dict(counts))
+        self.last, self._last_names = plan, keys
+        self.history.append((ids, cnt))
         return plan
 
-    def owners(self, keys, partitions: int) -> np.ndarray:
-        """F(k) under the current table for ``keys``."""
-        hashed = np.asarray(self.hash_keys(keys, partitions), dtype=np.int64)
-        return np.array([self.table.get(k, int(h)) for k, h in zip(keys, hashed)], dtype=np.int64)
+    def owners(self, keys, partitions: int, ids: Optional[np.ndarray] = None) -> np.ndarray:
+        """F(k) under the current table for ``keys`` (``ids``: their ids, when known)."""
+        ids = self.index.lookup(list(keys)) if ids is None else ids
+        owner = self.index.instances(ids, partitions, self.hash_keys).copy()
+        if self.table:
+            dense = np.full(len(self.index), -1, dtype=np.int64)
+            dense[self.index.lookup(list(self.table))] = list(self.table.values())
+            ids = np.asarray(ids, dtype=np.int64)
+            entry = dense[ids] if len(dense) else np.full(len(ids), -1)
+            owner = np.where(entry >= 0, entry, owner)
+        return owner
 
     def assign_blocks(self, batch: KeyCounts, partitions: int) -> Fragments:
-        counts = dict(zip(batch.keys, batch.counts.tolist()))
+        ids = self.index.lookup(batch.keys)
+        self._batch_ids = ids
         if self.options.plan_on == "current":
-            self.replan(counts, partitions)
-            owners = self.owners(batch.keys, partitions)
+            self._replan(ids, batch.counts.copy(), partitions)
+            owners = self.owners(batch.keys, partitions, ids)
         else:
             if self.partitions not in (None, partitions):
                 self.table = {}
-            owners = self.owners(batch.keys, partitions)
-            self.replan(counts, partitions)
+            owners = self.owners(batch.keys, partitions, ids)
+            self._replan(ids, batch.counts.copy(), partitions)
         return Fragments(np.arange(batch.num_keys, dtype=np.int64), owners, batch.counts.copy())
+
+    def assign_buckets(self, batch: KeyCounts, fragments: Fragments, reduce: int) -> np.ndarray:
+        """crc32(key) mod R, as the default, from the cached hashes."""
+        ids = getattr(self, "_batch_ids", None)
+        if ids is None or len(ids) != batch.num_keys:
+            ids = self.index.lookup(batch.keys)
+        return self.index.crc(ids) % reduce
 
     def report(self) -> dict:
         """Extra plan output: table, loads on the statistics, migration cost, status."""

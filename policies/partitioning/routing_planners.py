@@ -26,28 +26,35 @@ from spark_governor.policies.partitioning.routing_compact import (KeySpace, comp
 from spark_governor.policies.partitioning.routing_llfd import _plan, llfd
 from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, RoutingPlan, Stats, _bound,
                                                                 _evaluate, _rank, assignment, cost_order, gamma_order,
-                                                                memory_order, migration_cost)
+                                                                lower_bound, memory_order, migration_cost)
 
 __all__ = ["min_table", "min_mig", "mixed", "mixed_bf", "simple", "exact_plan", "trimmed", "ALGORITHMS", "algorithm"]
 
 
-def min_table(stats: Stats, theta_max: float = THETA_MAX) -> RoutingPlan:
+def min_table(stats: Stats, theta_max: float = THETA_MAX, best_effort: bool = True) -> RoutingPlan:
     """Algorithm 2: move back every entry, then Phase II + LLFD by highest cost first."""
-    return _plan("mintable", stats, {}, _rank(cost_order(stats)), theta_max)
+    return _plan("mintable", stats, {}, _rank(cost_order(stats)), theta_max, best_effort=best_effort)
 
 
-def min_mig(stats: Stats, theta_max: float = THETA_MAX, beta: float = BETA) -> RoutingPlan:
+def min_mig(stats: Stats, theta_max: float = THETA_MAX, beta: float = BETA, best_effort: bool = True) -> RoutingPlan:
     """Algorithm 3: no cleaning, Phase II + LLFD by largest γ = c^β/S first."""
-    return _plan("minmig", stats, stats.table, _rank(gamma_order(stats, beta)), theta_max)
+    return _plan("minmig", stats, stats.table, _rank(gamma_order(stats, beta)), theta_max, best_effort=best_effort)
 
 
-def _mixed_trial(stats: Stats, back: list[int], a: int, rank: np.ndarray, theta_max: float) -> RoutingPlan:
+def _mixed_trial(stats: Stats, back: list[int], a: int, rank: np.ndarray, theta_max: float,
+                 best_effort: bool = True) -> RoutingPlan:
     work = {k: d for k, d in stats.table.items() if k not in set(back[:a])}
-    return _plan("mixed", stats, work, rank, theta_max)
+    return _plan("mixed", stats, work, rank, theta_max, best_effort=best_effort)
+
+
+def _met(plan: RoutingPlan) -> bool:
+    """The plan meets its target: θmax, or the best-effort bounds when a key alone exceeds U."""
+    return plan.status in ("ok", "best_effort")
 
 
 def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, beta: float = BETA,
-          max_trials: Optional[int] = None, exact_keys: int = 12, compact: bool = False) -> RoutingPlan:
+          max_trials: Optional[int] = None, exact_keys: int = 12, compact: bool = False,
+          best_effort: bool = True) -> RoutingPlan:
     """Algorithm 4 with the digest's deterministic rule (§3.5, §8 A8): trial a moves back the a
     table entries with the smallest state (C_mem), then Phase II + LLFD by γ; the first balanced
     plan with |A'| ≤ Amax (``table_max``) ends the trials.
@@ -64,20 +71,29 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
       a single key exceeds U) **trimmed to Amax**: its entries of lowest cost move back to h(k),
       so |A'| ≤ Amax holds always (the digest returns the untrimmed smallest table).
 
+    ``best_effort`` (default; ``routing_llfd``): when a key alone exceeds U, every trial, MinTable
+    and the result aim at the best-effort bounds instead of θmax (status ``best_effort``), so a
+    plan exists and the trials end as soon as one fits Amax; ``best_effort=False`` is the paper's
+    (and the digest's) behaviour: ``infeasible``.
+
     ``compact=True`` runs every trial and MinTable on compact records (``routing_compact``, §3.8)."""
     back = memory_order(stats, list(stats.table))
     if compact:
         space = KeySpace(stats)
 
         def trial(a: int) -> RoutingPlan:
-            return compact_plan("mixed", stats, theta_max, "gamma", beta, back=a, space=space)
-        table_only = min_table_compact
+            return compact_plan("mixed", stats, theta_max, "gamma", beta, back=a, space=space, best_effort=best_effort)
+
+        def table_only(stats, theta_max):
+            return min_table_compact(stats, theta_max, best_effort=best_effort)
     else:
         rank = _rank(gamma_order(stats, beta))
 
         def trial(a: int) -> RoutingPlan:
-            return _mixed_trial(stats, back, a, rank, theta_max)
-        table_only = min_table
+            return _mixed_trial(stats, back, a, rank, theta_max, best_effort)
+
+        def table_only(stats, theta_max):
+            return min_table(stats, theta_max, best_effort=best_effort)
     limit = len(back) + 1 if max_trials is None else max_trials
     tried: list[int] = []
     results: list[RoutingPlan] = []
@@ -86,7 +102,7 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
     while len(tried) < limit:
         plan = trial(a)
         tried.append(a); results.append(plan)
-        if plan.size <= table_max and plan.status == "ok":
+        if plan.size <= table_max and _met(plan):
             found = plan
             break
         ex = plan.size - table_max
@@ -101,13 +117,13 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
         a = nxt
     trials = tuple(tried)
     mt = table_only(stats, theta_max)
-    mt_valid = mt.size <= table_max and mt.status == "ok"
+    mt_valid = mt.size <= table_max and _met(mt)
     if found is not None:
         if mt_valid and mt.migration < found.migration - EPS:
-            return _renamed(mt, "mixed", "ok", trials)
-        return _renamed(found, "mixed", "ok", trials)
+            return _renamed(mt, "mixed", mt.status, trials)
+        return _renamed(found, "mixed", found.status, trials)
     if mt_valid:
-        return _renamed(mt, "mixed", "fallback_mintable", trials)
+        return _renamed(mt, "mixed", "fallback_mintable" if mt.status == "ok" else mt.status, trials)
     U = _bound(stats, theta_max)
     single_too_big = bool(stats.keys and stats.cost.max() > U + EPS)
     if not single_too_big and int((stats.cost > 0).sum()) <= exact_keys:
@@ -117,7 +133,11 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
     best = min(results + [mt], key=lambda p: (p.size, p.migration))
     if best.size > table_max:
         best = trimmed(stats, best, table_max, theta_max)
-    return _renamed(best, "mixed", "infeasible" if single_too_big else "table_violation", trials)
+    if best_effort:
+        status = "infeasible" if best.status == "infeasible" else "table_violation"
+    else:
+        status = "infeasible" if single_too_big else "table_violation"
+    return _renamed(best, "mixed", status, trials)
 
 
 def trimmed(stats: Stats, plan: RoutingPlan, table_max: int, theta_max: float) -> RoutingPlan:
@@ -175,18 +195,21 @@ def exact_plan(stats: Stats, theta_max: float, table_max: int, node_budget: int 
 
 
 def _renamed(plan: RoutingPlan, name: str, status: str, trials: tuple) -> RoutingPlan:
-    return RoutingPlan(name, plan.table, plan.owner, plan.loads, plan.bound, plan.moved, plan.migration, status, trials)
+    return RoutingPlan(name, plan.table, plan.owner, plan.loads, plan.bound, plan.moved, plan.migration, status, trials,
+                       plan.lower_bound)
 
 
-def mixed_bf(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, beta: float = BETA) -> RoutingPlan:
-    """Mixed_BF: every a in 0..|A|; the balanced plan within Amax of least M (ties: smaller a)."""
+def mixed_bf(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, beta: float = BETA,
+             best_effort: bool = True) -> RoutingPlan:
+    """Mixed_BF: every a in 0..|A|; the balanced (or best-effort) plan within Amax of least M
+    (ties: smaller a)."""
     back = memory_order(stats, list(stats.table))
     rank = _rank(gamma_order(stats, beta))
-    plans = [_mixed_trial(stats, back, a, rank, theta_max) for a in range(len(back) + 1)]
-    good = [(p.migration, a, p) for a, p in enumerate(plans) if p.status == "ok" and p.size <= table_max]
+    plans = [_mixed_trial(stats, back, a, rank, theta_max, best_effort) for a in range(len(back) + 1)]
+    good = [(p.migration, a, p) for a, p in enumerate(plans) if _met(p) and p.size <= table_max]
     if good:
         m, a, p = min(good, key=lambda t: (t[0], t[1]))
-        return _renamed(p, "mixed_bf", "ok", (a,))
+        return _renamed(p, "mixed_bf", p.status, (a,))
     best = min(plans, key=lambda p: (p.size, p.migration))
     return _renamed(best, "mixed_bf", "table_violation", tuple(range(len(plans))))
 
@@ -203,7 +226,7 @@ def simple(stats: Stats, theta_max: float = THETA_MAX) -> RoutingPlan:
     moved, M = migration_cost(assignment(h, stats.table), owner, stats.state)
     U = _bound(stats, theta_max)
     return RoutingPlan("simple", table, owner, loads, U, moved, M,
-                       "ok" if loads.max(initial=0) <= U + EPS else "infeasible")
+                       "ok" if loads.max(initial=0) <= U + EPS else "infeasible", (), lower_bound(stats))
 
 
 

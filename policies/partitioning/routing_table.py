@@ -27,12 +27,16 @@ import numpy as np
 
 from spark_governor.policies.partitioning.routing_discretise import discretised_values
 
-__all__ = ["Stats", "RoutingPlan", "assignment", "instance_loads", "migration_cost", "cost_order", "gamma_order",
-           "memory_order", "THETA_MAX", "BETA", "EPS"]
+__all__ = ["Stats", "RoutingPlan", "Bounds", "assignment", "instance_loads", "migration_cost", "cost_order",
+           "gamma_order", "memory_order", "bounds", "giant_threshold", "lower_bound", "within_bounds", "THETA_MAX",
+           "BETA", "EPS", "VALID"]
 
 THETA_MAX = 0.08
 BETA = 1.5
 EPS = 1e-9
+#: statuses of a plan that meets its target: θmax (``ok``, ``fallback_mintable``, ``exact``) or, when a
+#: key alone exceeds (1 + θmax)·L̄, the best-effort bounds (``best_effort``)
+VALID = ("ok", "fallback_mintable", "exact", "best_effort")
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,11 @@ class Stats:
 @dataclass(frozen=True)
 class RoutingPlan:
     """A new routing table and what it does: ``table`` {key: instance ≠ h(key)}, ``owner`` F'(k)
-    per key, ``loads`` L(d), ``moved`` the keys whose owner changed, ``migration`` M (S units),
-    ``status`` ok | infeasible | fallback_mintable | table_violation, ``trials`` the a values
-    Mixed tried (empty for the others)."""
+    per key, ``loads`` L(d), ``bound`` the largest load allowed (U, or the best-effort target),
+    ``moved`` the keys whose owner changed, ``migration`` M (S units), ``status`` ok | best_effort |
+    infeasible | fallback_mintable | exact | table_violation, ``trials`` the a values Mixed tried
+    (empty for the others), ``lower_bound`` max(max_k c(k), L̄): no unsplit assignment has a
+    smaller maximum load. The achieved θ is :attr:`max_theta` (from ``loads``)."""
 
     algorithm: str
     table: dict
@@ -96,6 +102,7 @@ class RoutingPlan:
     migration: float
     status: str
     trials: tuple = ()
+    lower_bound: float = 0.0
 
     @property
     def size(self) -> int:
@@ -115,7 +122,8 @@ class RoutingPlan:
         name = (lambda i: keys[i]) if keys is not None else (lambda i: i)
         return {"algorithm": self.algorithm, "status": self.status, "table": {str(name(k)): int(d) for k, d in sorted(self.table.items())},
                 "table_size": self.size, "loads": self.loads.tolist(), "bound": self.bound,
-                "max_theta": self.max_theta, "moved": [name(int(k)) for k in self.moved],
+                "max_theta": self.max_theta, "best_effort": self.status == "best_effort",
+                "lower_bound": self.lower_bound, "moved": [name(int(k)) for k in self.moved],
                 "migration_cost": self.migration, "trials": list(self.trials)}
 
 
@@ -173,5 +181,104 @@ def _evaluate(name: str, stats: Stats, table: dict, theta_max: float, status: st
     owner = assignment(stats.hashed, table)
     moved, M = migration_cost(assignment(stats.hashed, stats.table), owner, stats.state)
     return RoutingPlan(name, table, owner, instance_loads(owner, stats.cost, stats.instances),
-                       _bound(stats, theta_max), moved, M, status, trials)
+                       _bound(stats, theta_max), moved, M, status, trials, lower_bound(stats))
+
+
+# -- best effort: keys heavier than the bound on their own ----------------------------------------
+
+def lower_bound(stats: Stats) -> float:
+    """max(max_k c(k), L̄): no assignment that keeps every key whole has a lower maximum load."""
+    if not stats.keys:
+        return 0.0
+    return max(float(stats.cost.max()), float(stats.cost.sum()) / stats.instances)
+
+
+def giant_threshold(stats: Stats, theta_max: float) -> Optional[float]:
+    """The best-effort rule (ours; the paper is silent, digest §8 A6): a *giant* is a movable key
+    that alone exceeds the balance bound of what is left to balance. With the movable keys by cost
+    descending, the g-th is a giant iff c > (1 + θmax)·R̄_g, R̄_g = (Σc − Σ of the g heavier
+    giants) / (N − g) — the first is the paper's U = (1 + θmax)·L̄, and each giant given its own
+    instance lowers the mean of the rest, which can make the next key a giant too. Returns
+    (1 + θmax)·R̄ for the final g (every giant has c above it, no other key has), or None when there
+    is no giant (the paper's problem is unchanged). There are always fewer than N giants."""
+    c = stats.cost
+    N = stats.instances
+    total = float(c.sum())
+    if total <= 0 or not stats.keys:
+        return None
+    movable = np.sort(c[~stats.fixed])[::-1]
+    g, taken = 0, 0.0
+    while g < min(len(movable), N - 1):
+        bound = (1 + theta_max) * (total - taken) / (N - g)
+        if movable[g] <= bound + EPS:
+            break
+        taken += float(movable[g])
+        g += 1
+    if g == 0:
+        return None
+    return (1 + theta_max) * (total - taken) / (N - g)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Per-instance load bounds of a best-effort plan: ``per_instance[d]`` = c(giant) + θmax·R̄ on
+    a giant's instance, (1 + θmax)·R̄ elsewhere; ``home`` giant key → its instance; ``target`` =
+    max(per_instance), the plan's maximum load when the bounds are met: c_max + θmax·R̄ ≤
+    (1 + θmax)·max(c_max, L̄).
+
+    Why c(giant) + θmax·R̄ and not c(giant) alone (the giant strictly alone, which minimises the
+    maximum load): every key hashed to the giant's instance would need a table entry — with
+    10⁴ keys over 8 instances that is more than Amax = 3000 entries for two giants, so Mixed
+    exhausted its trials — while the slack of θmax·R̄ the paper allows every other instance lets
+    the light tail stay (Phase II moves the heaviest keys first) at ≤ θmax·R̄ above the optimum."""
+
+    per_instance: np.ndarray
+    home: dict
+    target: float
+
+
+def bounds(stats: Stats, owner: np.ndarray, theta_max: float) -> Optional[Bounds]:
+    """The best-effort bounds for the assignment ``owner`` (None: no giant, the paper's U holds).
+
+    Homes: giants by state descending (ties: cost descending, key index) keep their instance in
+    ``owner`` unless a giant with more state holds it; the others move to the instance holding no
+    giant with the least load of non-giant keys (ties: lower index) — a giant's state is the
+    costliest to move, so the one with the most stays."""
+    thr = giant_threshold(stats, theta_max)
+    if thr is None:
+        return None
+    c, N = stats.cost, stats.instances
+    giants = np.nonzero((c > thr + EPS) & ~stats.fixed)[0]
+    giants = giants[np.lexsort((giants, -c[giants], -stats.state[giants]))]
+    rest = np.ones(stats.keys, dtype=bool)
+    rest[giants] = False
+    rest_load = np.bincount(owner[rest], weights=c[rest], minlength=N).astype(float)
+    home: dict[int, int] = {}
+    taken = np.zeros(N, dtype=bool)
+    for k in giants.tolist():
+        d = int(owner[k])
+        if taken[d]:
+            free = [e for e in range(N) if not taken[e]]
+            d = min(free, key=lambda e: (rest_load[e], e))
+        home[k] = d
+        taken[d] = True
+    per = np.full(N, thr)
+    slack = thr * theta_max / (1 + theta_max)            # θmax·R̄
+    for k, d in home.items():
+        per[d] = float(c[k]) + slack
+    return Bounds(per, home, float(per.max()))
+
+
+def within_bounds(stats: Stats, owner: np.ndarray, theta_max: float) -> bool:
+    """Whether ``owner`` meets the target the planners aim for: every load ≤ U when there is no
+    giant (the paper's trigger, digest §8 A2), else every giant on its own instance within
+    c(giant) + θmax·R̄ and every other instance ≤ (1 + θmax)·R̄ (the best-effort bounds, giants
+    where they are)."""
+    loads = instance_loads(owner, stats.cost, stats.instances)
+    b = bounds(stats, owner, theta_max)
+    if b is None:
+        return bool(loads.max(initial=0) <= _bound(stats, theta_max) + EPS)
+    if any(b.home[k] != owner[k] for k in b.home):
+        return False                                 # two giants share an instance
+    return bool((loads <= b.per_instance + EPS).all())
 

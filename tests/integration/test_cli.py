@@ -21,7 +21,6 @@ def run(*args):
 
 
 def test_db_upgrade_current_downgrade(sqlite_url):
-    assert run("db", "current", "--db", sqlite_url).output.strip() == "(empty)"
     r = run("db", "upgrade", "--db", sqlite_url)
     assert r.exit_code == 0 and "upgraded" in r.output
     from spark_governor.api.server import head_revision
@@ -31,10 +30,25 @@ def test_db_upgrade_current_downgrade(sqlite_url):
     assert run("db", "current", "--db", sqlite_url).output.strip() == "(empty)"
 
 
+def test_read_only_commands_never_create_a_database(tmp_path, monkeypatch):
+    """Issue #15: `db current` (and `token list`, `db downgrade`) run where there is no database say so
+    and exit non-zero; they do not leave an empty spark-governor.db behind."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPARK_GOVERNOR_DB", raising=False)
+    for args in (["db", "current"], ["db", "downgrade"], ["token", "list"],
+                 ["db", "current", "--db", f"sqlite:///{tmp_path / 'other.db'}"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1, (args, r.output)
+        assert "no database at" in r.output and "spark-governor db upgrade" in r.output, r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit)  # a message, not a traceback
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_serve_runs_until_sigterm_and_migrates_sqlite(tmp_path):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port),
-                             "--db", f"sqlite:///{tmp_path / 'x.db'}"], stderr=subprocess.PIPE, text=True)
+                             "--db", f"sqlite:///{tmp_path / 'x.db'}", "--token", "rep:report=report-secret"],
+                            stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
 
@@ -47,6 +61,9 @@ def test_serve_runs_until_sigterm_and_migrates_sqlite(tmp_path):
         wait_for(up, 60, what="serve healthy")
         r = requests.post(url + "/api/v1/reports", data=gz(make_report(n_tasks=4)),
                           headers={"Content-Encoding": "gzip"}, timeout=10)
+        assert r.status_code == 401  # serve requires a report token unless --anonymous-reports
+        r = requests.post(url + "/api/v1/reports", data=gz(make_report(n_tasks=4)),
+                          headers={"Content-Encoding": "gzip", "Authorization": "Bearer report-secret"}, timeout=10)
         assert r.status_code == 200
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -142,10 +142,10 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
     wait_for(lambda: samples(f'spark_governor_executors{{job="{JOB}"}}') >= 2, 60, what="scrapes before decisions")
     cfg = {"trigger_interval_s": 2.0, "scaling_interval_s": 1.0, "effectiveness_intervals": 1,
            "max_ineffective_scale_ups": 2, "max_value": 50}
-    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": cfg})
     assert r.status_code == 200, r.text
-    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/always-fails", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/always-fails?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": {}})
     assert r.status_code == 200, r.text
     feeder.ratio = 1.0  # processing time = trigger interval from now on

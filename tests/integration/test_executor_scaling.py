@@ -23,7 +23,7 @@ def plane(start_plane):
 
 
 def configure(plane, job, mode):
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/threshold", headers=AUTH, timeout=10, json={
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/threshold?register=true", headers=AUTH, timeout=10, json={
         # scale down below half the interval (Spark's default 0.3 needs a quiet machine: a batch of the
         # low rate takes 0.5-1.5 s here depending on what else runs)
         "mode": mode, "config": {"trigger_interval_s": 4.0, "scaling_interval_s": 8.0, "min_value": 1,

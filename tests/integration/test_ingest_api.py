@@ -59,7 +59,9 @@ BAD_CASES = [
      "tasks.0.partition"),
     ("missing field", json.dumps({k: v for k, v in make_report().items() if k != "job"}).encode(), "job"),
     ("unknown field", json.dumps({**make_report(), "extra": 1}).encode(), "extra"),
-    ("bad schema version", json.dumps({**make_report(), "schema_version": 2}).encode(), "schema_version"),
+    ("bad schema version", json.dumps({**make_report(), "schema_version": 3}).encode(), "schema_version"),
+    ("running state without its start", json.dumps({**make_report(), "schema_version": 2, "queries": [
+        {"query_id": "q", "observed_ms": 1, "status": "running"}]}).encode(), "queries.0"),
     ("bad job name", json.dumps({**make_report(), "job": "a b/c"}).encode(), "job"),
     ("finish before launch", json.dumps({**make_report(), "tasks": [
         {**make_report()["tasks"][0], "finish_ms": 1}]}).encode(), "finish_ms"),

@@ -29,10 +29,10 @@ def decisions(plane, job):
 
 def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluster, plane, tmp_path):
     job = "kingman-act"
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", headers=AUTH, timeout=10,
                      json={"bound_ms": 6000, "span_s": 4.0})
     assert r.status_code == 200, r.text
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman", headers=AUTH, timeout=10, json={
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman?register=true", headers=AUTH, timeout=10, json={
         "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 4, "warmup_windows": 1}})
     assert r.status_code == 200, r.text
     driver = Driver(tmp_path, standalone_cluster, plane, job)

@@ -288,10 +288,10 @@ def test_every_exported_metric_and_label_is_documented(start_plane):
     now_ms = int(time.time() * 1000)
     r = requests.post(f"{plane.url}/api/v1/reports", json=_report(now_ms, 1), timeout=10)
     assert r.status_code == 200, r.text
-    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/constraints/e2e", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/constraints/e2e?register=true", headers=AUTH, timeout=10,
                      json={"bound_ms": 6000, "span_s": 5})
     assert r.status_code == 200, r.text
-    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold?register=true", headers=AUTH, timeout=10,
                      json={"mode": "dry-run", "config": {"trigger_interval_s": 2}})
     assert r.status_code == 200, r.text
     _decide(plane.engine, now_ms)

@@ -106,6 +106,27 @@ def test_real_requests_and_responses_match_the_document(plane):
     call("GET", "/api/v1/jobs/oa-job/stages/no-such-template/tasks", status=404)
     assert len(call("GET", "/api/v1/jobs/oa-job/batches?limit=10", status=200).json()["batches"]) == 4
     call("GET", "/api/v1/jobs/oa-job/batches?limit=abc", status=400, valid_request=False)
+    (run,) = call("GET", "/api/v1/jobs/oa-job/runs", status=200).json()["runs"]
+    assert run["latest"] and run["batches"] == 4
+    call("GET", f"/api/v1/jobs/oa-job/batches?run={run['run_id']}", status=200)
+    call("GET", "/api/v1/jobs/oa-job/stages?run=all", status=200)
+    call("GET", "/api/v1/jobs/oa-job/batches?run=no-such-run", status=404)
+    call("GET", "/api/v1/jobs/nope/runs", status=404)
+    # -- the job between micro-batches (schema v2 query states) -----------------------------------
+    now = int(time.time() * 1000)
+    states = {"schema_version": 2, "job": "oa-job", "reporter": {"id": "oa-live", "seq": 1}, "queries": [
+        {"query_id": "q-1", "run_id": "run-1", "name": "clicks", "observed_ms": now, "status": "running",
+         "running_batch_id": 7, "running_batch_start_ms": now - 4000, "last_batch_id": 6,
+         "last_batch_end_ms": now - 4100, "trigger_interval_ms": 1000, "backlog_rows": 5000,
+         "oldest_unprocessed_ms": now - 5000, "arrival_rows_per_second": 1000.0,
+         "sources": [{"description": "zipf", "processed_offset": '{"rows":1000,"t_ms":1}', "processed_rows": 1000,
+                      "available_rows": 6000, "backlog_rows": 5000, "oldest_unprocessed_ms": now - 5000,
+                      "arrival_rows_per_second": 1000.0}]}]}
+    call("POST", "/api/v1/reports", status=200, json=states)
+    live = call("GET", "/api/v1/jobs/oa-job/live?window_s=60", status=200).json()["live"]
+    assert live["status"] == "running" and live["running_batch_age_s"] >= 4.0 and live["backlog_rows"] >= 5000
+    call("GET", "/api/v1/jobs/oa-job/live?window_s=0", status=400, valid_request=False)
+    call("GET", "/api/v1/jobs/nope/live", status=404)
     # -- policies -------------------------------------------------------------------------------
     names = [p["name"] for p in call("GET", "/api/v1/policies", status=200).json()["policies"]]
     assert "threshold" in names
@@ -178,6 +199,15 @@ def test_real_requests_and_responses_match_the_document(plane):
     call("GET", "/healthz", status=200)
     call("GET", "/metrics", status=200)
     call("GET", "/api/v1/openapi.json", status=200)
+    call("GET", "/api/docs", status=200)
+    call("GET", "/api/docs/swagger-ui.css", status=200)
+    call("GET", "/api/docs/no-such-file.js", status=404)
+    # a job that never reported: 404, unless pre-registered explicitly
+    call("PUT", "/api/v1/jobs/oa-typo/policies/threshold", status=404, json={}, headers=AUTH)
+    call("PUT", "/api/v1/jobs/oa-typo/constraints/e2e", status=404, json={"bound_ms": 5000}, headers=AUTH)
+    call("PUT", "/api/v1/jobs/oa-later/constraints/e2e?register=true", status=200, json={"bound_ms": 5000},
+         headers=AUTH)
+    call("PUT", "/api/v1/jobs/oa-later/policies/threshold?register=true", status=200, json={}, headers=AUTH)
     assert call.called == documented_operations(call.doc), "every documented operation is exercised"
 
 

@@ -111,7 +111,7 @@ def test_prometheus_evaluates_every_partitioning_panel_and_annotation(dashboard,
     query, samples = PromQL(prom).query, PromQL(prom).samples
 
     wait_for(lambda: samples(f'spark_governor_partition_blocks{{job="{JOB}"}}') >= 2, 60, what="scrapes before plans")
-    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/prompt", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/prompt?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": {"trigger_interval_s": 2.0, "d": 2, "p_max": 7}})
     assert r.status_code == 200, r.text
     feeder.w = 0.95  # overloaded from now on: Algorithm 4 adds Map tasks

@@ -71,7 +71,7 @@ def test_prompt_policy_plans_the_next_batch_and_scales_out(app):
     recs = [partition_record(i, w, tuples=5000 + 500 * i) for i, w in enumerate([0.5, 0.95, 0.97, 0.99])]
     for i, rec in enumerate(recs):
         post(client, report(i + 1, [rec]))
-    r = client.put("/api/v1/jobs/job-p/policies/prompt", headers=AUTH,
+    r = client.put("/api/v1/jobs/job-p/policies/prompt?register=true", headers=AUTH,
                    json={"mode": "act", "config": {"trigger_interval_s": 2.0, "partitions": 4, "d": 3}})
     assert r.status_code == 200, r.json
     gov = app.extensions["spark_governor.governor"]
@@ -134,7 +134,7 @@ def test_partitioning_responses_match_the_openapi_document(start_plane):
     assert body["batches"][0]["top_keys"] == rec["key_counts"][:3] and body["plan"] is None
     call("GET", "/api/v1/jobs/job-p/partitioning?top=x", status=400, valid_request=False)
     call("GET", "/api/v1/jobs/job-p/partitioning/plan", status=404)
-    call("PUT", "/api/v1/jobs/job-p/policies/prompt", status=200, headers=AUTH,
+    call("PUT", "/api/v1/jobs/job-p/policies/prompt?register=true", status=200, headers=AUTH,
          json={"mode": "act", "config": {"trigger_interval_s": 2.0}})
     plane.app.extensions["spark_governor.governor"].evaluate_all(int(time.time() * 1000))
     plan = call("GET", "/api/v1/jobs/job-p/partitioning/plan", status=200).json()

@@ -68,8 +68,9 @@ def post(client, rep):
 
 
 def put_policy(client, name="threshold", job="job-a", headers=AUTH, **body):
+    """PUT a policy; a job that has not reported yet is pre-registered (``?register=true``)."""
     body.setdefault("config", {"trigger_interval_s": 2.0})
-    return client.put(f"/api/v1/jobs/{job}/policies/{name}", json=body, headers=headers)
+    return client.put(f"/api/v1/jobs/{job}/policies/{name}?register=true", json=body, headers=headers)
 
 
 def governor(app):
@@ -213,6 +214,7 @@ def test_decision_filters(app, client, engine):
 def test_ineffective_scale_ups_are_held(app, client, engine):
     """Scale-ups that do not lower the ratio: after K of them the knob is held, visibly."""
     g = governor(app)
+    g.stopped_after_s = 3600.0  # the simulated clock runs ahead of the reports' arrival: not a stopped job
     put_policy(client, mode="act", config={"trigger_interval_s": 2.0, "scaling_interval_s": 20,
                                            "max_ineffective_scale_ups": 2, "effectiveness_intervals": 1})
     t = int(time.time() * 1000)

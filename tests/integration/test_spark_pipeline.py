@@ -36,7 +36,11 @@ def fed(spark, tmp_path_factory):
     from spark_governor.api.server import ControlPlane
 
     url = f"sqlite:///{tmp_path_factory.mktemp('pipeline') / 'sg.db'}"
-    plane = ControlPlane(db_url=url, port=0, settings=Settings(window_ms=5000)).start()
+    plane = ControlPlane(db_url=url, port=0, settings=Settings(window_ms=5000), tokens={"ops": "pipeline"}).start()
+    # a whole-query latency constraint, so that the dashboards' constraint panels have data
+    r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/constraints/e2e?register=true", json={"bound_ms": 10_000, "span_s": 5},
+                     headers={"Authorization": "Bearer pipeline"}, timeout=10)
+    assert r.status_code == 200, r.text
     cfg = DemoConfig(job=JOB, endpoint=plane.url, seconds=25, rows_per_second=3000, keys=500, skew=1.2)
     result = run_demo_job(cfg, spark=spark)
     expected = spark_task_count(spark, result.run_id)
@@ -123,6 +127,32 @@ def test_template_statistics_equal_direct_computation_from_tasks(fed):
             # runtime vertices = partitions of the stage
             parts = requests.get(f"{plane.url}/api/v1/jobs/{JOB}/stages/{s['key']}/tasks?windows=1000").json()
             assert len(parts["partitions"]) == len({t.partition for t in rows})
+
+
+def test_query_states_reach_the_control_plane_every_second(fed):
+    """The reporter sends the query's state between batches (collectors.query_state): running batches
+    with their start, the trigger, the Zipf source's rows and backlog, and finally its termination."""
+    from spark_governor.aggregators.models import query_states
+
+    plane, result, _ = fed
+    with plane.engine.connect() as conn:
+        rows = conn.execute(select(query_states).order_by(query_states.c.observed_ms)).mappings().all()
+    assert {r["query_id"] for r in rows} == {result.query_id}
+    seen = [r for r in rows if r["status"] != "terminated"]
+    gaps = [(b["observed_ms"] - a["observed_ms"]) / 1000 for a, b in zip(seen, seen[1:])]
+    assert len(seen) >= 15 and max(gaps) <= 2.5, gaps  # about once a second while the query runs
+    assert {"running", "waiting"} <= {r["status"] for r in seen}
+    assert rows[-1]["status"] == "terminated"
+    assert all(r["trigger_interval_ms"] == 1000 for r in seen if r["trigger_interval_ms"] is not None)
+    running = [r for r in seen if r["status"] == "running"]
+    assert all(r["running_batch_start_ms"] <= r["observed_ms"] for r in running)
+    assert any(r["running_batch_id"] is not None for r in running)
+    counted = [r for r in seen if r["backlog_rows"] is not None and r["last_batch_id"] is not None]
+    assert counted and all(r["sources"][0]["processed_rows"] > 0 for r in counted if r["last_batch_id"] > 0)
+    # at 3000 rows/s with a 1 s trigger the backlog stays within a few seconds of input
+    assert max(r["backlog_rows"] for r in counted) < 3000 * 10
+    live = requests.get(f"{plane.url}/api/v1/jobs/{JOB}/live", timeout=10).json()
+    assert live["live"] is None or live["live"]["status"] == "terminated"
 
 
 @pytest.mark.prometheus

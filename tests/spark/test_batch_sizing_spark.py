@@ -56,7 +56,7 @@ def test_fixed_point_restabilizes_after_rate_step_and_matches_static_run(spark, 
 
     plane = start_plane(TOKEN, window_ms=1000, evaluation_interval_s=0.5)
     job = "batch-sizing"
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/fixed-point", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/fixed-point?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": {"max_value": 20}})
     assert r.status_code == 200, r.text
     register_paced_sources(spark)
@@ -207,7 +207,7 @@ def test_fixed_point_through_the_control_plane_restarts_a_file_query(spark, star
 
     plane = start_plane(TOKEN, window_ms=1000, evaluation_interval_s=0.5)
     job = "batch-sizing-restart"
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/fixed-point", headers=AUTH, timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/fixed-point?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": {"actuator": "restart", "restart_min_spacing_s": 5,
                                                      "max_value": 10}})
     assert r.status_code == 200, r.text

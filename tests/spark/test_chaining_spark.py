@@ -24,7 +24,7 @@ def test_light_optional_exchange_is_chained_with_exact_results(spark, start_plan
 
     plane = start_plane(TOKEN, window_ms=2000, evaluation_interval_s=2.0)
     job = "chaining-spark"
-    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/chaining", headers=AUTH, timeout=10, json={
+    r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/chaining?register=true", headers=AUTH, timeout=10, json={
         "mode": "act", "config": {"min_span_s": 4, "min_batches": 8, "min_change_spacing_s": 5}})
     assert r.status_code == 200, r.text
 

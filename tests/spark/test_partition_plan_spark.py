@@ -146,7 +146,7 @@ def test_job_reports_statistics_and_applies_the_control_planes_plans(spark, star
 
     token = "plan-token-123"
     plane = start_plane(token, window_ms=1000, evaluation_interval_s=0.5)
-    r = requests.put(f"{plane.url}/api/v1/jobs/plan-job/policies/prompt", timeout=10,
+    r = requests.put(f"{plane.url}/api/v1/jobs/plan-job/policies/prompt?register=true", timeout=10,
                      headers={"Authorization": f"Bearer {token}"},
                      json={"mode": "act", "config": {"trigger_interval_s": 30.0, "partitions": 3, "reduce": 2}})
     assert r.status_code == 200, r.text

@@ -132,7 +132,8 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
     url = f"http://127.0.0.1:{port}"
 
     def serve():
-        proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
+        proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
+                                 "--anonymous-reports"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: _healthy(url), 60, what="control plane up")
         return proc

@@ -1,4 +1,7 @@
-"""Algorithm 1 (Das et al.) against the digest's oracles (002 §6) and properties on random workloads."""
+"""Algorithm 1 (Das et al.) against the digest's oracles (002 §6) and properties on random workloads.
+
+The oracles are the paper's rule: every controller here selects it explicitly (``slack="paper"``;
+the policy's default is the noise-adaptive variant, tests/unit/test_adaptive_slack.py)."""
 import math
 
 import pytest
@@ -104,14 +107,14 @@ def test_event_linear_slow_start_table():  # §6.5
 
 def test_event_rounding_ceil_and_nearest():  # §6.6
     omega = lambda i, a, b, x: 0.3 + 0.4 * x
-    ceil = event_table(omega, 12, controller=FixedPointController(max_interval_s=None))
+    ceil = event_table(omega, 12, controller=FixedPointController(slack="paper", max_interval_s=None))
     assert [r[2] for r in ceil] == [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.8, 0.9, 0.9, 1.0, 1.0, 1.0]
     assert close([r[4] for r in ceil[1:4]], [0.14, 0.12, 0.08]) and all(r[4] == 0 for r in ceil[4:])
     assert "fp-equal" in [r[7] for r in ceil]
-    near = event_table(omega, 14, controller=FixedPointController(rounding="nearest", max_interval_s=None))
+    near = event_table(omega, 14, controller=FixedPointController(slack="paper", rounding="nearest", max_interval_s=None))
     assert [r[2] for r in near] == [0.1, 0.2, 0.4, 0.5, 0.5, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9]
     # ceil errs on the safe side: from above, ω = 0.3 + 0.2x holds 0.7 (0.44/0.7 = 0.628571 → 0.7), x* = 0.6
-    assert FixedPointController().decide([(0.8, 0.46), (0.7, 0.44)], 0.7).interval_s == 0.7
+    assert FixedPointController(slack="paper").decide([(0.8, 0.46), (0.7, 0.44)], 0.7).interval_s == 0.7
 
 
 def test_event_superlinear_slow_start_lands_on_type1():  # §6.8
@@ -130,7 +133,7 @@ def test_event_rate_steps_false_type2_and_ceil():  # §6.7
     assert close(xs[23:26], [0.997773, 0.998303, 0.998727])
     assert raw[25][7] == "type2" and abs(raw[25][6] - 0.748330) < 1e-6  # decided at B_26
     assert close(xs[26:29], [0.748330, 0.748330, 0.963093])
-    ceil = event_table(per_record, 70, controller=FixedPointController(max_interval_s=None))
+    ceil = event_table(per_record, 70, controller=FixedPointController(slack="paper", max_interval_s=None))
     cx = [r[2] for r in ceil]
     assert "type2" not in [r[7] for r in ceil]
     after_drop = [r[2] for r in ceil if r[1] >= 50]
@@ -139,7 +142,7 @@ def test_event_rate_steps_false_type2_and_ceil():  # §6.7
 
 
 def test_no_type1_saturates_at_max_and_flags_overload():  # §6.4
-    ctl = FixedPointController(rounding="none", max_interval_s=5.0)
+    ctl = FixedPointController(slack="paper", rounding="none", max_interval_s=5.0)
     x, flags = 1.0, []
     for _ in range(10):
         d = ctl.decide([(x, 0.5 + 0.8 * x)], x)
@@ -150,7 +153,8 @@ def test_no_type1_saturates_at_max_and_flags_overload():  # §6.4
 
 def test_controller_rejects_bad_parameters():
     for bad in ({"rho": 0}, {"rho": 1.5}, {"r": 1.0}, {"rounding": "up"}, {"min_interval_s": 0},
-                {"min_interval_s": 2, "max_interval_s": 1}):
+                {"min_interval_s": 2, "max_interval_s": 1}, {"slack": "exact"}, {"granularity_ms": 0},
+                {"rho": 0.8, "rho_max": 0.75}):
         with pytest.raises(ValueError):
             FixedPointController(**bad)
 
@@ -176,7 +180,7 @@ def settled(jobs, lead_batches):
 def test_property_linear_settles_stable(a, b, rounding):
     rate = 1000.0
     w = Workload("lin", StepRate((0.0,), (rate,)), a=a, c=b / rate, horizon_s=60 * a / (0.7 - b) + 40)
-    ctl = FixedPoint(rounding=rounding, max_interval_s=None)
+    ctl = FixedPoint(slack="paper", rounding=rounding, max_interval_s=None)
     jobs = simulate(w, ctl)
     x_star = a / (0.7 - b)
     # error shrinks by b/ρ every two batches (one-batch lag): bounded number of batches
@@ -195,14 +199,15 @@ def test_property_convex_settles_stable(a, ratio, rounding):
     assert abs(a + k * x1 * x1 - 0.7 * x1) < 1e-9
     rate = 1000.0
     w = Workload("sq", StepRate((0.0,), (rate,)), a=a, k=k / rate ** 2, horizon_s=40 * x1 + 20)
-    jobs = simulate(w, FixedPoint(rounding=rounding, max_interval_s=None))
+    jobs = simulate(w, FixedPoint(slack="paper", rounding=rounding, max_interval_s=None))
     assert settled(jobs, 40), [(round(j.x, 3), round(j.p, 3)) for j in jobs[:50]]
     assert jobs[-1].x <= x2
 
 
-def test_step_restabilizes_within_five_batches():
+@pytest.mark.parametrize("slack", ["paper", "adaptive"])
+def test_step_restabilizes_within_five_batches(slack):
     w = Workload("steps", StepRate((0.0, 30.0, 60.0), (2000.0, 4000.0, 2000.0)), a=0.3, c=1e-4)
-    jobs = simulate(w, FixedPoint())
+    jobs = simulate(w, FixedPoint(slack=slack))
     assert unstable_after_step(jobs, 30.0) <= 5 and unstable_after_step(jobs, 60.0) <= 5
     before = [j.x for j in jobs if 20 < j.start_boundary < 30]
     during = [j.x for j in jobs if 50 < j.start_boundary < 60]
@@ -213,7 +218,8 @@ def test_step_restabilizes_within_five_batches():
 def test_summary_static_sweep_and_pid():
     w = Workload("lin", StepRate((0.0,), (4000.0,)), a=0.3, c=1e-4, horizon_s=40)
     good = run(w, FixedPoint())
-    assert good.unstable_fraction == 0
+    assert good.unstable_fraction == 0 and good.controller == "fixed-point"
+    assert run(w, FixedPoint(slack="paper")).controller == "fixed-point paper"
     from spark_governor.bench.batch_sizing_sim import PidRate, Static
     static_bad = run(w, Static(0.4))  # p = 0.46 > 0.4: the queue grows without bound
     assert static_bad.unstable_fraction == 1 and static_bad.mean_latency_s > 2 * good.mean_latency_s
@@ -230,7 +236,7 @@ def test_bench_cli_tiny_run_and_bad_input(tmp_path):
 
     r = CliRunner().invoke(main, ["bench", "batch-sizing", "--horizon", "30", "--out-dir", str(tmp_path), "--no-plot"])
     assert r.exit_code == 0, r.output
-    assert "fixed-point" in r.output and "best static" in r.output
+    assert "fixed-point" in r.output and "fixed-point paper" in r.output and "best static" in r.output
     body = json.loads((tmp_path / "batch_sizing.json").read_text())
     names = {row["workload"] for row in body["results"]}
     assert {"linear-step", "superlinear-sine"} <= names

@@ -79,10 +79,10 @@ def test_bad_constraints_are_refused_naming_the_field_and_store_nothing(client):
                         ({"bound_ms": 10, "vertices": []}, "vertices"), ({"bound_ms": 10, "vertices": ["a", "a"]},
                                                                          "vertices"),
                         ({"bound_ms": 10, "extra": 1}, "extra")):
-        r = c.put("/api/v1/jobs/lat-job/constraints/c1", json=body, headers=AUTH)
+        r = c.put("/api/v1/jobs/lat-job/constraints/c1?register=true", json=body, headers=AUTH)
         assert r.status_code == 400 and r.json["error"].startswith(field), (body, r.json)
-    assert c.put("/api/v1/jobs/lat-job/constraints/c1", json={"bound_ms": 10}).status_code == 401
-    assert c.put("/api/v1/jobs/lat-job/constraints/bad name", json={"bound_ms": 10},
+    assert c.put("/api/v1/jobs/lat-job/constraints/c1?register=true", json={"bound_ms": 10}).status_code == 401
+    assert c.put("/api/v1/jobs/lat-job/constraints/bad name?register=true", json={"bound_ms": 10},
                  headers=AUTH).json["error"].startswith("name")
     with eng.connect() as conn:
         assert conn.execute(select(func.count()).select_from(latency_constraints)).scalar() == 0
@@ -95,7 +95,7 @@ def test_measured_latency_bound_and_attainment_per_span(client):
     # spans 0-1: event-time wait 0.5 s + 1 s processing = 1.5 s; spans 2-3: 3 s wait + 1 s = 4 s
     batches = [batch(k, base + k * 2500, 1000, wait_us=500_000 if k < 4 else 3_000_000) for k in range(8)]
     post(c, batches)
-    assert c.put("/api/v1/jobs/lat-job/constraints/e2e", json={"bound_ms": 2000}, headers=AUTH).status_code == 200
+    assert c.put("/api/v1/jobs/lat-job/constraints/e2e?register=true", json={"bound_ms": 2000}, headers=AUTH).status_code == 200
     got = c.get("/api/v1/jobs/lat-job/constraints/e2e?spans=10").json
     rows = [(s["start_ms"] - base, round(s["latency_ms"]), s["attained"], s["source"]) for s in got["spans"]]
     # batch k completes at base + 2.5k + 1 s: spans [0,5) hold k=0,1; [5,10) k=2,3; ...
@@ -103,7 +103,7 @@ def test_measured_latency_bound_and_attainment_per_span(client):
                     (10000, 4000, False, "event-time"), (15000, 4000, False, "event-time")]
     assert got["attainment"] == 0.5 and got["latest"]["latency_ms"] == pytest.approx(4000)
     # without event time the same batches are estimated: gap 2.5 s / 2 + 1 s
-    c.put("/api/v1/jobs/lat-job/constraints/e2e", json={"bound_ms": 2000, "use_event_time": False}, headers=AUTH)
+    c.put("/api/v1/jobs/lat-job/constraints/e2e?register=true", json={"bound_ms": 2000, "use_event_time": False}, headers=AUTH)
     est = c.get("/api/v1/jobs/lat-job/constraints/e2e?spans=10").json
     assert {round(s["latency_ms"]) for s in est["spans"]} == {2250} and est["source"] == "estimated"
     assert est["attainment"] == 0.0
@@ -111,8 +111,8 @@ def test_measured_latency_bound_and_attainment_per_span(client):
 
 def test_constraints_of_a_job_share_one_span(client):
     c, _ = client
-    assert c.put("/api/v1/jobs/lat-job/constraints/a", json={"bound_ms": 10, "span_s": 5}, headers=AUTH).status_code == 200
-    r = c.put("/api/v1/jobs/lat-job/constraints/b", json={"bound_ms": 10, "span_s": 10}, headers=AUTH)
+    assert c.put("/api/v1/jobs/lat-job/constraints/a?register=true", json={"bound_ms": 10, "span_s": 5}, headers=AUTH).status_code == 200
+    r = c.put("/api/v1/jobs/lat-job/constraints/b?register=true", json={"bound_ms": 10, "span_s": 10}, headers=AUTH)
     assert r.status_code == 409 and r.json["error"].startswith("span_s")
     # the only constraint may change its own span
-    assert c.put("/api/v1/jobs/lat-job/constraints/a", json={"bound_ms": 10, "span_s": 10}, headers=AUTH).status_code == 200
+    assert c.put("/api/v1/jobs/lat-job/constraints/a?register=true", json={"bound_ms": 10, "span_s": 10}, headers=AUTH).status_code == 200

@@ -169,11 +169,11 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
                "templates": [{"key": "t-agg", "name": "agg", "ordinal": 0}], "stages": stages, "tasks": tasks,
                "batches": batches}
         assert c.post("/api/v1/reports", data=gz(rep), headers={"Content-Encoding": "gzip"}).status_code == 200
-    r = c.put("/api/v1/jobs/kj/policies/kingman", json={"mode": "act", "config": {"e_clamp_low": 2, "e_clamp_high": 1}},
+    r = c.put("/api/v1/jobs/kj/policies/kingman?register=true", json={"mode": "act", "config": {"e_clamp_low": 2, "e_clamp_high": 1}},
               headers=auth)
     assert r.status_code == 400 and "e_clamp_low" in r.json["error"]
-    assert c.put("/api/v1/jobs/kj/constraints/e2e", json={"bound_ms": 4500}, headers=auth).status_code == 200
-    assert c.put("/api/v1/jobs/kj/policies/kingman", headers=auth,
+    assert c.put("/api/v1/jobs/kj/constraints/e2e?register=true", json={"bound_ms": 4500}, headers=auth).status_code == 200
+    assert c.put("/api/v1/jobs/kj/policies/kingman?register=true", headers=auth,
                  json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
     from sqlalchemy import select
 
@@ -211,8 +211,8 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     assert 'spark_governor_constraint_attainment_ratio{constraint="e2e",job="kj"} 0.0' in metrics
     assert 'spark_governor_constraint_feasible{constraint="e2e",job="kj"} 1.0' in metrics
     # a bound below the fixed part of the latency cannot be met: the decision and the API say so
-    assert c.put("/api/v1/jobs/kj-tight/constraints/e2e", json={"bound_ms": 1000}, headers=auth).status_code == 200
-    assert c.put("/api/v1/jobs/kj-tight/policies/kingman", headers=auth,
+    assert c.put("/api/v1/jobs/kj-tight/constraints/e2e?register=true", json={"bound_ms": 1000}, headers=auth).status_code == 200
+    assert c.put("/api/v1/jobs/kj-tight/policies/kingman?register=true", headers=auth,
                  json={"mode": "act", "config": {"trigger_interval_s": 5.0, "max_value": 8}}).status_code == 200
     with eng.connect() as conn:
         tight_id = conn.execute(select(jobs.c.id).where(jobs.c.name == "kj-tight")).scalar()

@@ -51,10 +51,23 @@ def test_dalton_policy_splits_the_heavy_hitter_and_is_reproducible():
 
 
 def test_dalton_policy_uniform_stream_is_hashing():
-    cls = get_policy("dalton")
-    stats = [batch(i, [(f"k{j}", 10) for j in range(200)]) for i in range(3)]
-    props = cls().evaluate(view(stats), validate_config(cls, {}))
+    """The paper (digest §8.5 test 4): no heavy hitter, so the plan is hashing. The default
+    variant's cold-floor guard re-routes keys only off combiners whose hashed load exceeds 0.95
+    of the mean, and ends below hashing's max/mean."""
+    from spark_governor.policies.partitioning.base import stable_hashes
+
+    data = [(f"k{j}", 10) for j in range(200)]
+    stats = [batch(i, data) for i in range(3)]
+    paper = get_policy("dalton-paper")
+    props = paper().evaluate(view(stats), validate_config(paper, {}))
     assert props[0].value["assignment"] == {} and props[0].value["q_table"] == {}
+    cls = get_policy("dalton")
+    props = cls().evaluate(view(stats), validate_config(cls, {}))
+    hashed = np.bincount(stable_hashes([k for k, _ in data]) % 4, minlength=4) * 10
+    over = {d for d in range(4) if hashed[d] > 0.95 * hashed.mean()}
+    moved = props[0].value["assignment"]
+    assert moved and all(int(stable_hashes([k])[0] % 4) in over for k in moved)
+    assert props[0].prediction["max_mean_load"] < min(1.05, hashed.max() / hashed.mean())
 
 
 def _spark_skew(P=4):
@@ -98,17 +111,28 @@ def test_mixed_routing_policy_keeps_residual_load_in_place():
 
 
 def test_registered_partitioners_keep_state_across_batches():
-    d = get_partitioner("dalton", seed=1)
+    d = get_partitioner("dalton-paper", seed=1)
+    v = get_partitioner("dalton", seed=1)
     m = get_partitioner("mixed", theta_max=0.08, plan_on="previous")
     b = KeyCounts.from_mapping({"hot": 5000, **{f"k{i}": 50 for i in range(100)}}).with_arrival(0)
-    ratios = []
+    ratios, variant = [], []
     for _ in range(4):
         p = d.plan(b, 8)
         loads = p.block_loads()
         ratios.append(loads.max() / loads.mean())
+        loads = v.plan(b, 8).block_loads()
+        variant.append(loads.max() / loads.mean())
         m.plan(b, 8)
-    assert ratios[-1] < ratios[0] and d.hot_keys() == ["hot"]
-    assert m.last is not None and m.report()["routing"]["status"] in ("ok", "infeasible")
+    assert ratios[-1] < ratios[0] and d.hot_keys() == ["hot"]      # the paper's agent learns over batches
+    assert max(variant) <= 1.05 and "hot" in v.hot_keys()           # the default is balanced from the first
+    assert set(d.agent(8).Q) == {d.index.ids["hot"]} and v.index.ids["hot"] in v.agent(8).Q  # rows by key id
+    # "hot" alone is 5000 > (1 + θmax)·L̄ = 1350: best effort, "hot" on its own instance with at
+    # most θmax·R̄ = 0.08·5000/7 more, the others within (1 + θmax)·R̄
+    assert m.last is not None and m.report()["routing"]["status"] == "best_effort"
+    loads = m.report()["routing"]["loads"]
+    home = int(m.last.owner[m.last_keys.index("hot")])
+    assert 5000 <= loads[home] <= 5000 + 0.08 * 5000 / 7 + 1e-9
+    assert max(x for d, x in enumerate(loads) if d != home) <= 1.08 * 5000 / 7 + 1e-9
 
 
 def test_plan_cli_dalton_and_mixed_with_previous(tmp_path):
@@ -147,14 +171,21 @@ def test_drift_bench_tiny(tmp_path):
     from spark_governor.api.cli import main
     out, png = tmp_path / "d.json", tmp_path / "d.png"
     r = CliRunner().invoke(main, ["bench", "partitioners-drift", "--z", "1.5", "--tuples", "5000", "--batches", "4",
-                                  "--drift-every", "2", "--settle", "1", "--algorithms", "hash,dalton,mixed,mintable",
+                                  "--drift-every", "2", "--settle", "1", "--algorithms",
+                                  "hash,dalton,dalton-paper,mixed,mixed-paper,mintable", "--dalton-hot-factor", "8",
                                   "--out", str(out), "--plot", str(png)])
     assert r.exit_code == 0, r.output
     rep = json.loads(out.read_text())
     series = rep["cases"][0]["series"]
-    assert set(series) == {"hash", "dalton", "dalton-hh8", "mixed", "mintable"} and all(len(v) == 4 for v in series.values())
+    assert set(series) == {"hash", "dalton", "dalton-paper", "dalton-paper-hh8", "mixed", "mixed-paper", "mintable"}
+    assert all(len(v) == 4 for v in series.values())
     assert all(row["table_size"] is not None for row in series["mixed"]) and png.exists()
-    assert "max/mean" in r.output
+    assert "max/mean" in r.output and "plan s med" in r.output and "mixed goals:" in r.output
+    summ = rep["cases"][0]["summary"]
+    assert {"planning_s_median", "planning_s_p95", "planning_cpu_s_median"} <= set(summ["mixed"])
+    # z = 1.5 over 8 partitions: the top key alone is ~3× the mean — best effort vs the paper's infeasible
+    assert summ["mixed"]["statuses"] == ["best_effort"] and "infeasible" in summ["mixed-paper"]["statuses"]
+    assert summ["mixed"]["worst_planned_over_lower_bound"] <= 1.1
 
 
 def test_routed_count_restore_pins_the_version_of_the_first_uncommitted_batch(tmp_path):
@@ -180,7 +211,7 @@ def test_routed_count_restore_pins_the_version_of_the_first_uncommitted_batch(tm
 def test_dalton_policy_hot_factor_routes_more_keys():
     """``hot_factor`` κ: keys with count ≥ total/(κ·n) go through the bandit (ours; κ = 1 is the
     paper). Total 10 500 over n = 4: "mid" (1 500) is below 1/n = 2 625 but above 1/(2n)."""
-    cls = get_policy("dalton")
+    cls = get_policy("dalton-paper")
     data = [("hot", 4500), ("mid", 1500)] + [(f"k{i}", 40) for i in range(100)]
     stats = [batch(i, data, other_keys=50, other_tuples=500) for i in range(3)]
     paper = cls().evaluate(view(stats), validate_config(cls, {"seed": 1}))[0].value

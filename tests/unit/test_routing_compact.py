@@ -31,8 +31,11 @@ def test_oracles_1_and_2_give_the_per_key_plans(theta):
 
 def test_oracle3_infeasible_on_records():
     s = Stats([10, 1, 1], [1, 1, 1], [0, 0, 1], 2, {})
-    for p in (llfd_compact(s, 0.1), min_mig_compact(s, 0.1), min_table_compact(s, 0.1), mixed(s, 0.1, 5, compact=True)):
+    for p in (llfd_compact(s, 0.1, best_effort=False), min_mig_compact(s, 0.1, best_effort=False),
+              min_table_compact(s, 0.1, best_effort=False), mixed(s, 0.1, 5, compact=True, best_effort=False)):
         assert p.status == "infeasible" and p.table == {} and p.loads.tolist() == [11, 1] and p.migration == 0
+    for p in (llfd_compact(s, 0.1), min_mig_compact(s, 0.1), min_table_compact(s, 0.1), mixed(s, 0.1, 5, compact=True)):
+        assert same(p, mixed(s, 0.1, 5)) and p.status == "best_effort" and p.loads.tolist() == [10, 2]
 
 
 def test_records_merge_equal_keys():

@@ -1,0 +1,252 @@
+"""The job between its micro-batches: running batch, oldest unprocessed record, backlog.
+
+Reporters send the state of each streaming query at least once a second
+(``policies.wire.QueryStateRecord``, built by ``collectors.query_state``); every state is kept as
+a row of ``query_states`` (pruned by retention). From them, at any time ``now``:
+
+* **running batch age** = now − start of the micro-batch in flight (the first Spark job of the
+  batch); no batch in flight: none;
+* **oldest record age** = now − when the oldest unprocessed row became available, from the
+  sources' offsets (source ``"source"``); where no source counts rows, the running batch's age is
+  the lower bound (source ``"running-batch"``: its records arrived before it started);
+* **backlog** in rows = the latest state's unprocessed rows plus the arrival rate times the time
+  since that state (for a query that is neither idle nor terminated), and in **seconds of work**
+  = rows / the recent processing rate (Σ input rows / Σ processing time of the query's latest
+  completed batches with rows, i.e. rows per second of batch processing);
+* **backlog growth** (rows/s): least-squares slope of the backlog right after each completed
+  batch (the smallest backlog seen while that batch was the latest completed one) over the
+  window; right after a batch the backlog holds only what arrived while it ran, so the slope is
+  not fooled by the saw-tooth within a batch and rises only when the job falls behind;
+* a query whose latest state says ``idle`` (its last trigger found no new data) has neither age
+  nor backlog, and neither has a terminated one: an idle query is not a stuck one.
+
+States older than ``LIVE_STALE_MS`` are not current (the reporter stopped sending): no live stats.
+Clocks: ages are taken on the driver's clock at the state's ``observed_ms`` and carried forward on
+the control plane's by the time since the state was received, so the two clocks need not agree;
+spans are the driver's (as for completed batches, by their trigger times).
+
+For latency constraints (``aggregators.constraints``) :func:`in_flight_by_span` gives, per
+averaging span, the largest in-flight lower bound seen during the span: the larger of the
+running batch's and the oldest record's age at each state observed within it.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from typing import Optional
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators.models import batches, query_states
+from spark_governor.policies.base import LiveStats
+from spark_governor.policies.wire import Report
+
+#: a query state older than this (ms) is not current
+LIVE_STALE_MS = 30_000
+#: the backlog trend looks back at least this far (s)
+MIN_TREND_WINDOW_S = 30.0
+#: batches that give a query's processing rate: its latest ones with rows, within this lookback
+RATE_BATCHES = 20
+RATE_LOOKBACK_MS = 600_000
+
+_FIELDS = ("query_id", "run_id", "name", "observed_ms", "status", "running_batch_id", "running_batch_start_ms",
+           "last_batch_id", "last_batch_end_ms", "trigger_interval_ms", "last_idle_ms", "backlog_rows",
+           "oldest_unprocessed_ms", "arrival_rows_per_second")
+
+
+def store_query_states(conn: Connection, job_id: int, report: Report, now_ms: int) -> int:
+    """One ``query_states`` row per query state of the report."""
+    if not report.queries:
+        return 0
+    rows = [dict(job_id=job_id, received_ms=now_ms, **{f: getattr(q, f) for f in _FIELDS},
+                 sources=[s.model_dump(exclude_none=True) for s in q.sources]) for q in report.queries]
+    conn.execute(insert(query_states), rows)
+    return len(rows)
+
+
+def _states(conn: Connection, job_id: int, since_ms: int, until_ms: Optional[int] = None) -> list:
+    q = select(query_states).where(query_states.c.job_id == job_id, query_states.c.observed_ms >= since_ms)
+    if until_ms is not None:
+        q = q.where(query_states.c.observed_ms < until_ms)
+    return conn.execute(q.order_by(query_states.c.observed_ms, query_states.c.id)).mappings().all()
+
+
+def latest_states(conn: Connection, job_id: int, now_ms: int, max_age_ms: int = LIVE_STALE_MS) -> list:
+    """The latest state of each query received within ``max_age_ms``, by query id."""
+    latest: dict[str, dict] = {}
+    for r in conn.execute(select(query_states).where(query_states.c.job_id == job_id,
+                                                     query_states.c.received_ms >= now_ms - max_age_ms)
+                          .order_by(query_states.c.observed_ms, query_states.c.id)).mappings():
+        latest[r["query_id"]] = r
+    return [latest[k] for k in sorted(latest)]
+
+
+def processing_rates(conn: Connection, job_id: int, now_ms: int) -> dict[str, float]:
+    """Rows per second of batch processing time (``triggerExecution``) per query, over its latest
+    ``RATE_BATCHES`` completed batches with rows in the last ``RATE_LOOKBACK_MS``."""
+    rows = conn.execute(select(batches.c.query_id, batches.c.num_input_rows, batches.c.batch_duration_ms,
+                               batches.c.durations_ms)
+                        .where(batches.c.job_id == job_id, batches.c.trigger_ms >= now_ms - RATE_LOOKBACK_MS,
+                               batches.c.num_input_rows > 0)
+                        .order_by(batches.c.trigger_ms.desc()).limit(20 * RATE_BATCHES)).all()
+    acc: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])
+    for r in rows:
+        a = acc[r.query_id]
+        if a[2] >= RATE_BATCHES:
+            continue
+        a[0] += r.num_input_rows
+        a[1] += (r.durations_ms or {}).get("triggerExecution", r.batch_duration_ms) / 1000.0
+        a[2] += 1
+    return {q: n / s for q, (n, s, _) in acc.items() if s > 0}
+
+
+def _completed(conn: Connection, job_id: int, since_ms: int, now_ms: int) -> int:
+    rows = conn.execute(select(batches.c.trigger_ms, batches.c.batch_duration_ms).where(
+        batches.c.job_id == job_id, batches.c.trigger_ms >= since_ms - 3_600_000)).all()
+    return sum(1 for r in rows if since_ms < r.trigger_ms + r.batch_duration_ms <= now_ms)
+
+
+def slope(points: list[tuple[float, float]]) -> Optional[float]:
+    """Least-squares slope of ``(x, y)`` points; None with fewer than 3 or no spread in x."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx <= 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+
+def troughs(states: list) -> list[tuple[float, float]]:
+    """``(observed s, backlog rows)`` right after each completed batch: the smallest backlog of the
+    states that name the same latest completed batch (one query's states, oldest first)."""
+    best: dict = {}
+    for r in states:
+        if r["backlog_rows"] is None or r["last_batch_id"] is None or r["status"] in ("idle", "terminated"):
+            continue
+        key = (r["run_id"], r["last_batch_id"])
+        if key not in best or r["backlog_rows"] < best[key][1]:
+            best[key] = (r["observed_ms"] / 1000.0, float(r["backlog_rows"]))
+    return sorted(best.values())
+
+
+def query_live(r, now_ms: int, rate: Optional[float]) -> dict:
+    """Running batch age, oldest record age and backlog of one query from its latest state ``r``, as
+    of ``now_ms`` (control-plane clock; see the module docstring on clocks)."""
+    status = r["status"]
+    since_s = max(0, now_ms - r["received_ms"]) / 1000.0  # since the state arrived
+    out = {"query_id": r["query_id"], "run_id": r["run_id"], "name": r["name"], "status": status,
+           "observed_ms": r["observed_ms"], "running_batch_id": r["running_batch_id"],
+           "running_batch_start_ms": r["running_batch_start_ms"], "last_batch_id": r["last_batch_id"],
+           "last_batch_end_ms": r["last_batch_end_ms"],
+           "trigger_interval_s": None if r["trigger_interval_ms"] is None else r["trigger_interval_ms"] / 1000.0,
+           "last_idle_ms": r["last_idle_ms"], "running_batch_age_s": None, "oldest_record_age_s": None,
+           "oldest_record_source": None, "backlog_rows": None, "backlog_s": None,
+           "arrival_rows_per_second": r["arrival_rows_per_second"], "processing_rows_per_second": rate,
+           "sources": list(r["sources"] or [])}
+    if status in ("idle", "terminated"):
+        if status == "idle" and r["backlog_rows"] is not None:
+            out.update(backlog_rows=0.0, backlog_s=0.0)
+        return out
+    if status == "running" and r["running_batch_start_ms"] is not None:
+        out["running_batch_age_s"] = max(0.0, (r["observed_ms"] - r["running_batch_start_ms"]) / 1000.0) + since_s
+    if r["oldest_unprocessed_ms"] is not None:
+        out.update(oldest_record_age_s=max(0.0, (r["observed_ms"] - r["oldest_unprocessed_ms"]) / 1000.0) + since_s,
+                   oldest_record_source="source")
+    elif r["backlog_rows"] is None and out["running_batch_age_s"] is not None:
+        out.update(oldest_record_age_s=out["running_batch_age_s"], oldest_record_source="running-batch")
+    if r["backlog_rows"] is not None:
+        rows = float(r["backlog_rows"]) + (r["arrival_rows_per_second"] or 0.0) * since_s
+        out["backlog_rows"] = rows
+        out["backlog_s"] = rows / rate if rate else None
+    return out
+
+
+def _job_status(statuses: list[str]) -> str:
+    for s in ("running", "waiting", "idle"):
+        if s in statuses:
+            return s
+    return "terminated"
+
+
+def live(conn: Connection, job_id: int, now_ms: Optional[int] = None, window_s: float = 30.0,
+         max_age_ms: int = LIVE_STALE_MS) -> Optional[dict]:
+    """The job's live state as a dict (the API's ``/live``): job-level figures and each query's;
+    None when no reporter sent a query state in the last ``max_age_ms``."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    latest = latest_states(conn, job_id, now_ms, max_age_ms)
+    if not latest:
+        return None
+    rates = processing_rates(conn, job_id, now_ms)
+    queries = [query_live(r, now_ms, rates.get(r["query_id"])) for r in latest]
+    trend_s = max(window_s, MIN_TREND_WINDOW_S)
+    by_query: dict[str, list] = defaultdict(list)
+    for r in _states(conn, job_id, now_ms - int(trend_s * 1000)):
+        by_query[r["query_id"]].append(r)
+    growth = [g for g in (slope(troughs(by_query.get(q["query_id"], []))) for q in queries
+                          if q["status"] not in ("idle", "terminated")) if g is not None]
+    running = [q for q in queries if q["running_batch_age_s"] is not None]
+    oldest = max((q for q in queries if q["oldest_record_age_s"] is not None),
+                 key=lambda q: q["oldest_record_age_s"], default=None)
+    oldest_run = max(running, key=lambda q: q["running_batch_age_s"], default=None)
+    backlog = [q["backlog_rows"] for q in queries if q["backlog_rows"] is not None]
+    backlog_s = [q["backlog_s"] for q in queries if q["backlog_s"] is not None]
+    triggers = [q["trigger_interval_s"] for q in queries if q["trigger_interval_s"] is not None]
+    live_rates = [q["processing_rows_per_second"] for q in queries if q["processing_rows_per_second"]]
+    arrivals = [q["arrival_rows_per_second"] for q in queries if q["arrival_rows_per_second"] is not None]
+    return {
+        "status": _job_status([q["status"] for q in queries]),
+        "observed_ms": max(q["observed_ms"] for q in queries),
+        "running_batch_id": oldest_run["running_batch_id"] if oldest_run else None,
+        "running_batch_age_s": oldest_run["running_batch_age_s"] if oldest_run else None,
+        "oldest_record_age_s": oldest["oldest_record_age_s"] if oldest else None,
+        "oldest_record_source": oldest["oldest_record_source"] if oldest else None,
+        "backlog_rows": sum(backlog) if backlog else None,
+        "backlog_s": sum(backlog_s) if backlog_s else None,
+        "processing_rows_per_second": sum(live_rates) if live_rates else None,
+        "arrival_rows_per_second": sum(arrivals) if arrivals else None,
+        "backlog_growth_rows_per_second": sum(growth) if growth else None,
+        "trigger_interval_s": min(triggers) if triggers else None,
+        "completed_batches": _completed(conn, job_id, now_ms - int(window_s * 1000), now_ms),
+        "queries": queries,
+    }
+
+
+def live_stats(conn: Connection, job_id: int, now_ms: int, window_s: float) -> Optional[LiveStats]:
+    """:func:`live` as the policies' :class:`policies.base.LiveStats` (None without current states)."""
+    d = live(conn, job_id, now_ms, window_s)
+    if d is None:
+        return None
+    return LiveStats(queries=len(d["queries"]), **{k: v for k, v in d.items() if k != "queries"})
+
+
+def in_flight_lower_bound_s(r) -> Optional[float]:
+    """At the time a state was observed: the larger of the running batch's age and the oldest
+    record's age (seconds), a lower bound on the latency of the records in flight; None for idle
+    and terminated queries and when nothing is in flight."""
+    if r["status"] in ("idle", "terminated"):
+        return None
+    ages = []
+    if r["status"] == "running" and r["running_batch_start_ms"] is not None:
+        ages.append((r["observed_ms"] - r["running_batch_start_ms"]) / 1000.0)
+    if r["oldest_unprocessed_ms"] is not None:
+        ages.append((r["observed_ms"] - r["oldest_unprocessed_ms"]) / 1000.0)
+    return max(0.0, max(ages)) if ages else None
+
+
+def in_flight_by_span(conn: Connection, job_id: int, since_ms: int, until_ms: int, span_ms: int) -> dict[int, float]:
+    """Per averaging span (aligned on the epoch) within [since, until): the largest in-flight lower
+    bound on record latency (seconds, :func:`in_flight_lower_bound_s`) among the states observed in
+    it. Spans without states, or only idle ones, are absent."""
+    out: dict[int, float] = {}
+    for r in _states(conn, job_id, since_ms, until_ms):
+        lb = in_flight_lower_bound_s(r)
+        if lb is None or not math.isfinite(lb):
+            continue
+        start = r["observed_ms"] - r["observed_ms"] % span_ms
+        out[start] = max(out.get(start, 0.0), lb)
+    return out

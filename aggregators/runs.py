@@ -1,0 +1,101 @@
+"""Runs of a job: each start of the job under the same name is a run of its own.
+
+A run is identified by ``run_id``: the Spark application id the reporter sends
+(``reporter.app_id``, e.g. ``local-1764052012345`` or ``app-20261125…``; ``attach()`` and the
+listener jar both send it); reporters that send none share the run ``unknown-app``. Every report updates its run's first and
+last report times; micro-batches are stored with their run (``batches.job_run_id``), so a job run
+again under the same name does not merge its batches with the previous run's.
+
+Stage and task statistics are kept per time window, not per run: a window belongs to the run in
+progress when it started. The boundary between consecutive runs is the earlier of the previous
+run's last report and the next run's first report, so sequential runs are separated exactly
+(up to the one window in which the earlier run ended); runs that overlap in time under one name
+cannot be separated in stage statistics (their batches still are).
+
+The statistics endpoints show the latest run by default, another with ``?run=<run_id>``, and all
+runs merged with ``?run=all``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators.models import batches, job_runs
+from spark_governor.aggregators.queries import NotFound
+from spark_governor.policies.wire import Report
+
+ALL_RUNS = "all"
+#: the one run of every reporter that sends no application id (runs cannot be told apart without it)
+NO_APP_ID = "unknown-app"
+
+
+def run_key(report: Report) -> str:
+    return report.reporter.app_id or NO_APP_ID
+
+
+def touch_run(conn: Connection, job_id: int, report: Report, now_ms: int) -> str:
+    """Record that ``report`` arrived for its run (created at its first report); returns the run id."""
+    key = run_key(report)
+    row = conn.execute(select(job_runs.c.id, job_runs.c.last_ms).where(
+        job_runs.c.job_id == job_id, job_runs.c.run_id == key)).first()
+    if row is None:
+        conn.execute(insert(job_runs).values(job_id=job_id, run_id=key, app_id=report.reporter.app_id,
+                                             master=report.reporter.master, first_ms=now_ms, last_ms=now_ms))
+    elif row.last_ms < now_ms - 1000:  # at most one write a second per run
+        conn.execute(update(job_runs).where(job_runs.c.id == row.id).values(last_ms=now_ms))
+    return key
+
+
+@dataclass(frozen=True)
+class RunSpan:
+    """One run and the time span its stage windows are taken from: ``[lo_ms, hi_ms)``, None: open."""
+
+    run_id: str
+    app_id: Optional[str]
+    master: Optional[str]
+    first_ms: int
+    last_ms: int
+    latest: bool
+    lo_ms: Optional[int]
+    hi_ms: Optional[int]
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "app_id": self.app_id, "master": self.master, "first_ms": self.first_ms,
+                "last_ms": self.last_ms, "latest": self.latest}
+
+
+def run_spans(conn: Connection, job_id: int) -> list[RunSpan]:
+    """The job's runs, oldest first, with their time spans (see the module docstring)."""
+    rows = conn.execute(select(job_runs).where(job_runs.c.job_id == job_id)
+                        .order_by(job_runs.c.first_ms, job_runs.c.id)).all()
+    bounds = [min(prev.last_ms, cur.first_ms) for prev, cur in zip(rows, rows[1:])]
+    out = []
+    for i, r in enumerate(rows):
+        out.append(RunSpan(r.run_id, r.app_id, r.master, r.first_ms, r.last_ms, latest=i == len(rows) - 1,
+                           lo_ms=bounds[i - 1] if i > 0 else None, hi_ms=bounds[i] if i < len(bounds) else None))
+    return out
+
+
+def select_run(conn: Connection, job: str, job_id: int, run: Optional[str]) -> Optional[RunSpan]:
+    """The run the statistics show: ``run`` None → the latest; ``"all"`` → None (every run merged);
+    otherwise that run, or :class:`NotFound` naming it. None also for a job without recorded runs."""
+    if run == ALL_RUNS:
+        return None
+    spans = run_spans(conn, job_id)
+    if run is None:
+        return spans[-1] if spans else None
+    for s in spans:
+        if s.run_id == run:
+            return s
+    raise NotFound(f"run {run!r} of job {job!r} not found (see /api/v1/jobs/{job}/runs)")
+
+
+def batch_counts(conn: Connection, job_id: int) -> dict[str, int]:
+    """Micro-batches stored per run id."""
+    return {r.job_run_id: int(r.n) for r in conn.execute(
+        select(batches.c.job_run_id, func.count().label("n")).where(batches.c.job_id == job_id)
+        .group_by(batches.c.job_run_id)) if r.job_run_id is not None}
+

@@ -1,0 +1,286 @@
+"""``spark-governor bench load``: many simulated reporters against a real ``serve`` (gunicorn) process.
+
+Each simulated job sends one report per second (open loop: a late answer does not delay the next
+report), shaped like a real reporter's: ``tasks`` task records of two stages with current timestamps,
+both stage records, one micro-batch progress record and the query's state; gzip JSON with a report
+token, over kept-alive connections. A share of the jobs has a policy configured (dry-run), so the
+scheduler evaluates them while the load runs.
+
+Printed: offered vs achieved reports per second, accepted vs stored (counted in the database after
+the run), p50/p99 answer time, the server's CPU seconds per report (its processes' user + system
+time from ``/proc``), errors by kind, and the load average of the machine.
+"""
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import queue
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+TOKEN = "bench-load-report-token"
+ADMIN = "bench-load-admin-token"
+
+
+@dataclass
+class LoadResult:
+    jobs: int
+    seconds: float
+    db: str
+    workers: int
+    tasks: int
+    offered: int = 0
+    answered: int = 0
+    accepted: int = 0
+    stored: int = 0
+    errors: dict = field(default_factory=dict)
+    p50_s: Optional[float] = None
+    p99_s: Optional[float] = None
+    max_lateness_s: float = 0.0
+    elapsed_s: float = 0.0  # from the first offered report to the last answer
+    server_cpu_s: float = 0.0
+    loadavg_before: tuple = ()
+    loadavg_after: tuple = ()
+
+    @property
+    def offered_per_s(self) -> float:
+        return self.offered / self.seconds
+
+    @property
+    def achieved_per_s(self) -> float:
+        """Accepted reports per second of the whole run, until the last answer (a backlog lowers it)."""
+        return self.accepted / max(self.seconds, self.elapsed_s)
+
+    @property
+    def cpu_ms_per_report(self) -> Optional[float]:
+        return 1000 * self.server_cpu_s / self.accepted if self.accepted else None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "offered_per_s": self.offered_per_s, "achieved_per_s": self.achieved_per_s,
+                "cpu_ms_per_report": self.cpu_ms_per_report,
+                "achieved_ratio": self.accepted / self.offered if self.offered else None}
+
+
+def job_report(job: str, reporter_id: str, seq: int, tasks: int, now_ms: int, rng: random.Random) -> dict:
+    """One second of a streaming job as its reporter sends it: a micro-batch of two stages."""
+    per_stage = max(1, tasks // 2)
+    batch_id = seq
+    stage_base = seq * 2
+    records, stages = [], []
+    for s, key in enumerate(("t-map", "t-reduce")):
+        sub = now_ms - 900 + s * 400
+        finish_max = sub
+        for p in range(per_stage):
+            launch = sub + rng.randint(0, 20)
+            run = rng.randint(20, 300)
+            finish = launch + run + rng.randint(0, 10)
+            finish_max = max(finish_max, finish)
+            records.append({
+                "template_key": key, "query_id": "q1", "batch_id": batch_id, "stage_id": stage_base + s,
+                "stage_attempt": 0, "task_id": seq * tasks + s * per_stage + p, "partition": p, "attempt": 0,
+                "executor_id": str(1 + p % 4), "host": "10.0.0.%d" % (1 + p % 4), "stage_submission_ms": sub,
+                "launch_ms": launch, "finish_ms": finish, "run_time_ms": run, "cpu_time_ns": run * 800_000,
+                "gc_time_ms": rng.randint(0, 5), "deserialize_ms": 1, "result_serialize_ms": 0,
+                "input_records": rng.randint(500, 1500) if s == 0 else 0, "input_bytes": 0,
+                "output_records": 0, "output_bytes": 0,
+                "shuffle_read_records": rng.randint(100, 500) if s else 0, "shuffle_read_bytes": rng.randint(0, 9999),
+                "shuffle_fetch_wait_ms": 0, "shuffle_write_records": rng.randint(100, 500) if s == 0 else 0,
+                "shuffle_write_bytes": rng.randint(0, 9999), "shuffle_write_time_ns": 1000,
+                "successful": True, "speculative": False, "failure_reason": None})
+        stages.append({"template_key": key, "query_id": "q1", "batch_id": batch_id, "stage_id": stage_base + s,
+                       "attempt": 0, "num_tasks": per_stage, "submission_ms": sub, "completion_ms": finish_max,
+                       "failure_reason": None, "slots": 8})
+    return {
+        "schema_version": 1, "job": job,
+        "reporter": {"id": reporter_id, "seq": seq, "dropped_total": 0, "orphaned_total": 0, "app_id": f"app-{job}",
+                     "master": "spark://10.0.0.1:7077", "slots": 8, "executors": 4},
+        "templates": [{"key": "t-map", "name": "s0 map", "ordinal": 0, "operators": ["Scan", "Project"], "parents": []},
+                      {"key": "t-reduce", "name": "s1 agg", "ordinal": 1, "operators": ["HashAggregate"],
+                       "parents": ["t-map"]}],
+        "stages": stages, "tasks": records,
+        "batches": [{"query_id": "q1", "run_id": "r1", "name": job, "batch_id": batch_id, "trigger_ms": now_ms - 950,
+                     "batch_duration_ms": 900, "durations_ms": {"triggerExecution": 900, "addBatch": 800},
+                     "num_input_rows": 1000, "input_rows_per_second": 1000.0, "processed_rows_per_second": 1100.0,
+                     "state_operators": [], "event_time": {}, "observed_metrics": {}}],
+    }
+
+
+def _cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of ``root_pid`` and its live children (gunicorn master and workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = {root_pid}
+    try:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(root_pid)], capture_output=True, text=True).stdout
+        pids |= {int(x) for x in out.split()}
+    except OSError:
+        pass
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def _sender(host: str, port: int, work: "queue.Queue", out: list, lock: threading.Lock, errors: dict) -> None:
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    while True:
+        item = work.get()
+        if item is None:
+            return
+        due, body = item
+        start = time.monotonic()
+        lateness = start - due
+        try:
+            conn.request("POST", "/api/v1/reports", body=body, headers={
+                "Content-Type": "application/json", "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"})
+            resp = conn.getresponse()
+            data = resp.read()
+            status = resp.status
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            with lock:
+                errors[exc.__class__.__name__] = errors.get(exc.__class__.__name__, 0) + 1
+            continue
+        elapsed = time.monotonic() - start
+        with lock:
+            if status != 200:
+                errors[f"HTTP {status}"] = errors.get(f"HTTP {status}", 0) + 1
+            else:
+                dup = b'"duplicate":true' in data
+                out.append((elapsed + max(0.0, lateness), dup, lateness))
+
+
+def _configure_policies(url: str, jobs: list[str], share: float) -> int:
+    import requests
+
+    chosen = jobs[: int(round(len(jobs) * share))]
+    for job in chosen:
+        r = requests.put(f"{url}/api/v1/jobs/{job}/policies/threshold?register=true",
+                         json={"enabled": True, "mode": "dry-run", "config": {}},
+                         headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+        r.raise_for_status()
+    return len(chosen)
+
+
+def _stored_reports(db_url: str, prefix: str) -> int:
+    from sqlalchemy import func, select
+
+    from spark_governor.aggregators.db import make_engine
+    from spark_governor.aggregators.models import jobs, reporters
+
+    eng = make_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            return int(conn.execute(select(func.coalesce(func.sum(reporters.c.reports_total), 0))
+                                    .select_from(reporters.join(jobs, jobs.c.id == reporters.c.job_id))
+                                    .where(jobs.c.name.like(prefix + "%"))).scalar())
+    finally:
+        eng.dispose()
+
+
+def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: int = 8, tasks: int = 40,
+             policy_share: float = 0.2, senders: int = 0, evaluation_s: float = 10.0,
+             log_path: Optional[str] = None, out=print) -> LoadResult:
+    """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``."""
+    import requests
+
+    from spark_governor.api.processes import free_port, stop_process, wait_healthy
+
+    from spark_governor.aggregators.db import upgrade
+
+    if not db_url.startswith("sqlite"):
+        upgrade(db_url)
+    port = free_port()
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db_url,
+         "--workers", str(workers), "--threads", str(threads), "--evaluation-seconds", str(evaluation_s),
+         "--token", f"bench:report={TOKEN}", "--token", f"admin={ADMIN}"],
+        stdout=log, stderr=log, env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"})
+    url = f"http://127.0.0.1:{port}"
+    result = LoadResult(jobs=jobs, seconds=seconds, db=db_url.split("://")[0], workers=workers, tasks=tasks)
+    try:
+        wait_healthy(url, 90, proc=proc)
+        run = f"load{int(time.time()) % 100000}-"
+        names = [f"{run}{i:05d}" for i in range(jobs)]
+        # one warm-up report per job registers the jobs (not measured), then the policies
+        rng = random.Random(0)
+        session = requests.Session()
+        for name in names:
+            body = gzip.compress(json.dumps(job_report(name, name, 1, tasks, int(time.time() * 1000), rng)).encode(), 1)
+            session.post(url + "/api/v1/reports", data=body, timeout=60, headers={
+                "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"}).raise_for_status()
+        configured = _configure_policies(url, names, policy_share)
+        out(f"bench load: {jobs} jobs ({configured} with a policy), {tasks} tasks per report, {seconds:g} s, "
+            f"{result.db}, {workers} workers x {threads} threads")
+        work: queue.Queue = queue.Queue()
+        answers: list = []
+        lock = threading.Lock()
+        n_senders = senders or min(128, max(8, jobs // 4))
+        threads_ = [threading.Thread(target=_sender, args=("127.0.0.1", port, work, answers, lock, result.errors),
+                                     daemon=True) for _ in range(n_senders)]
+        for t in threads_:
+            t.start()
+        result.loadavg_before = os.getloadavg()
+        cpu0 = _cpu_seconds(proc.pid)
+        start = time.monotonic()
+        phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
+        seqs = [1] * jobs
+        for second in range(int(seconds)):
+            for i in range(jobs):
+                due = start + second + phases[i]
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                seqs[i] += 1
+                body = gzip.compress(json.dumps(job_report(names[i], names[i], seqs[i], tasks,
+                                                           int(time.time() * 1000), rng)).encode(), 1)
+                work.put((due, body))
+                result.offered += 1
+        for _ in threads_:
+            work.put(None)
+        for t in threads_:
+            t.join(120)
+        result.elapsed_s = time.monotonic() - start
+        result.server_cpu_s = _cpu_seconds(proc.pid) - cpu0
+        result.loadavg_after = os.getloadavg()
+        latencies = sorted(a[0] for a in answers)
+        result.answered = len(answers)
+        result.accepted = sum(1 for a in answers if not a[1])
+        result.max_lateness_s = max((a[2] for a in answers), default=0.0)
+        if latencies:
+            result.p50_s = latencies[len(latencies) // 2]
+            result.p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        result.stored = _stored_reports(db_url, run) - jobs  # minus the warm-up reports
+    finally:
+        stop_process(proc, 30)
+    return result
+
+
+def format_result(r: LoadResult) -> str:
+    ratio = r.accepted / r.offered if r.offered else 0
+    lines = [
+        f"offered  {r.offered_per_s:8.1f} reports/s   achieved {r.achieved_per_s:8.1f} reports/s "
+        f"({r.achieved_per_s / r.offered_per_s:.1%}; {ratio:.1%} of the offered reports accepted, the last "
+        f"answer after {r.elapsed_s:.1f} s)",
+        f"accepted {r.accepted:8d}             stored   {r.stored:8d} (counted in the database)",
+        f"p50 {r.p50_s if r.p50_s is not None else float('nan'):.3f} s   p99 "
+        f"{r.p99_s if r.p99_s is not None else float('nan'):.3f} s   (sender lateness max {r.max_lateness_s:.3f} s)",
+        f"server CPU {r.server_cpu_s:.1f} s = "
+        + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a"),
+        f"errors {sum(r.errors.values())} {r.errors or ''}",
+        "load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} ({} cores)".format(
+            *r.loadavg_before, *r.loadavg_after, os.cpu_count()),
+    ]
+    return "\n".join(lines)

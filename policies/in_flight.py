@@ -1,0 +1,120 @@
+"""Scaling out on work in flight, without waiting for a completed micro-batch (issue #14).
+
+A policy that reads only completed micro-batches reacts to a batch that runs far past the latency
+bound only once it has completed, and not at all while no batch completes. The view's
+:class:`policies.base.LiveStats` (``aggregators.liveness``, from the reporters' query states, at
+least one a second) tells it earlier. Every executor policy (Kingman, threshold,
+utilization-target) asks :func:`pressure` first and, when it answers, scales out at once:
+
+* **in flight past the bound**: the running batch's age, or the oldest unprocessed record's,
+  exceeds the latency bound, or the running batch's age exceeds the batch bound (``factor`` =
+  age / bound: the work is at least that many times what the bound allows);
+* **backlog growing**: the backlog right after each completed batch grows by at least
+  ``min_growth`` seconds of work per second (``factor`` = 1 + growth: the load exceeds what the
+  job processes by that fraction).
+
+Never for an idle query (its last trigger found no new data: nothing is in flight) or a
+terminated one, and not before the job's first completed batch (the first batch of a run starts
+Python workers and warms up the JVM; there is nothing to compare with yet).
+
+After an executor decision the work in flight is judged from the decision on: the age compared
+with the bound is at most the time since the decision (a batch that already ran past the bound
+when executors were added must run past it *again* for another scale-out, instead of one every
+evaluation while it finishes), and the backlog trend only once ``settle_s`` have passed (the
+trend window: troughs from before the change would still show the old growth).
+
+The bounds: the **latency bound** is the tightest whole-query latency constraint of the job
+(records in flight older than it will leave late); the **batch bound**, for policies that size on
+batch processing time against the trigger interval, ``overrun × trigger interval`` (a batch still
+running after that long is already over the policy's own threshold). Only the running batch is
+held to the batch bound: with a processing-time trigger a record normally waits up to an interval
+for its batch, so the oldest record's age says nothing about overrunning.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from spark_governor.policies.base import JobView
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """Why a job must scale out now: ``reason`` for the decision, ``inputs`` for its record,
+    ``factor`` ≥ 1: how many times the current capacity the work in flight asks for (a lower bound)."""
+
+    kind: str  # in-flight | backlog
+    reason: str
+    factor: float
+    inputs: dict = field(default_factory=dict)
+
+
+def bound_s(view: JobView) -> Optional[float]:
+    """The latency bound work in flight is held to: the tightest whole-query constraint bound (s);
+    None without one (a stage-sequence constraint does not bound records in flight)."""
+    bounds = [c.bound_s for c in view.constraints if c.vertices is None]
+    return min(bounds) if bounds else None
+
+
+def batch_bound_s(trigger_interval_s: Optional[float], overrun: float) -> Optional[float]:
+    """``overrun × trigger interval`` (s): how long a batch may run before it overruns; None
+    without a processing-time trigger."""
+    return overrun * trigger_interval_s if trigger_interval_s else None
+
+
+def trigger_s(view: JobView, configured: Optional[float] = None) -> Optional[float]:
+    """The query's processing-time trigger interval (s): configured, else as the reporter read it
+    from the query; None when unknown or 0 (the default trigger: a batch as soon as the previous one
+    ends, where a batch's age says nothing about an interval)."""
+    interval = configured if configured else (view.live.trigger_interval_s if view.live else None)
+    return interval or None
+
+
+#: the backlog trend is not trusted within this long after an executor decision (s)
+SETTLE_S = 30.0
+
+
+def pressure(view: JobView, bound: Optional[float], min_growth: float = 0.05, knob: str = "executors",
+             settle_s: float = SETTLE_S, batch_bound: Optional[float] = None) -> Optional[Pressure]:
+    """:class:`Pressure` to scale out now, or None (module docstring); ``bound`` is the latency
+    bound, ``batch_bound`` the batch bound (seconds)."""
+    live = view.live
+    if live is None or live.status in ("idle", "terminated") or not view.batches:
+        return None
+    last = view.last_decision_ms.get(knob)
+    since_change = None if last is None else max(0.0, (view.now_ms - last) / 1000.0)
+    inputs = {"live_status": live.status, "running_batch_id": live.running_batch_id,
+              "running_batch_age_s": live.running_batch_age_s, "oldest_record_age_s": live.oldest_record_age_s,
+              "backlog_rows": live.backlog_rows, "backlog_s": live.backlog_s,
+              "backlog_growth_ratio": live.backlog_growth_ratio(), "in_flight_bound_s": bound,
+              "batch_bound_s": batch_bound, "since_decision_s": since_change}
+
+    def judged(age: float) -> float:
+        return age if since_change is None else min(age, since_change)
+
+    candidates = []  # (factor, reason)
+    age = live.in_flight_age_s
+    if bound and age is not None and judged(age) > bound:
+        what = "running batch" if age == live.running_batch_age_s else "oldest unprocessed record"
+        candidates.append((judged(age) / bound, f"{what} in flight for {age:.1f} s > bound {bound:.1f} s"))
+    run = live.running_batch_age_s
+    if batch_bound and run is not None and judged(run) > batch_bound:
+        candidates.append((judged(run) / batch_bound, f"running batch in flight for {run:.1f} s > "
+                                                      f"{batch_bound:.1f} s of its trigger interval"))
+    if candidates:
+        factor, reason = max(candidates)
+        return Pressure("in-flight", f"{reason}, before it completes", factor,
+                        {**inputs, "judged_age_s": judged(max(a for a in (age, run) if a is not None))})
+    if (since_change is None or since_change >= settle_s) and live.backlog_growing(min_growth):
+        g = live.backlog_growth_ratio()
+        return Pressure("backlog", f"backlog growing by {g:.2f} s of work per second "
+                                   f"({live.backlog_rows or 0:.0f} rows waiting)", 1.0 + g,
+                        {**inputs, "backlog_growing": True})
+    return None
+
+
+def scaled(current: int, p: Pressure, max_factor: float = 2.0) -> int:
+    """The executors for ``current`` under pressure ``p``: at least one more, at most
+    ``max_factor`` times as many (Lohrmann's ResolveBottlenecks doubles, thesis Eq. 4.12)."""
+    return max(current + 1, math.ceil(current * min(max(p.factor, 1.0), max_factor) - 1e-9))

@@ -1,0 +1,186 @@
+"""The JVM listener jar attached by ``--jars``/``--conf`` only (issue #17), with real spark-submit runs:
+
+* an unmodified PySpark streaming file shows up in the control plane with per-stage statistics, its attachment and
+  the knobs it can apply; a policy needing a knob the jar cannot apply is refused with a reason;
+* one run of a job reported both by ``attach()`` and by the jar gives the same stages, task counts and latency means;
+* a small Java streaming job (compiled here) on a standalone cluster reports, and executor directives change its
+  executors;
+* a Spark Connect server started with the jar reports a Connect client's streaming query, and applies an executor
+  directive.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from spark_governor.api.processes import free_port, wait_for
+from tests.conftest import require
+from tests.jar_support import (JOBS, compile_java_job, jar_confs, job, listener_jar, run_submit, spark_submit, stages,
+                               stop)
+
+pytestmark = pytest.mark.spark
+TOKEN = "jar-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+LOCAL = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false"]
+
+
+@pytest.fixture(scope="module")
+def jar():
+    return listener_jar(require)
+
+
+@pytest.fixture
+def plane(start_plane):
+    return start_plane(TOKEN, window_ms=2000, evaluation_interval_s=2.0)
+
+
+def reported_stages(plane, name: str, at_least: int = 2) -> list[dict]:
+    """The job's template vertices with task statistics, once at least ``at_least`` have some."""
+    def ready():
+        found = [s for s in stages(plane, name) if s["summary"]["tasks"]]
+        return found if len(found) >= at_least else None
+
+    return wait_for(ready, 120, 1, f"per-stage statistics of {name}")
+
+
+def approve_executors(plane, name: str, n: int) -> int:
+    """Record a dry-run executor decision and approve it through the API: the real path of a directive."""
+    from spark_governor.aggregators import directives as repo
+    from spark_governor.aggregators import queries
+
+    with plane.engine.begin() as conn:
+        j = queries.job_row(conn, name)
+        decision = repo.record_decision(conn, job_id=j.id, policy="threshold", knob="executors", old_value=j.executors,
+                                        new_value=n, reason="test", inputs={}, prediction={}, mode="dry-run",
+                                        status="recorded", created_ms=int(time.time() * 1000))
+    r = requests.post(f"{plane.url}/api/v1/jobs/{name}/decisions/{decision}/approve", headers=AUTH, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["directive_version"]
+
+
+def directive(plane, name: str) -> dict:
+    items = requests.get(f"{plane.url}/api/v1/jobs/{name}/directives", timeout=10).json()["directives"]
+    return next((d for d in items if d["knob"] == "executors"), {})
+
+
+def test_unmodified_pyspark_file_reports_stages_and_its_knobs(jar, plane, tmp_path):
+    text = run_submit([*LOCAL, *jar_confs(jar, plane.url, "py-file"), str(JOBS / "rate_count.py"),
+                       str(tmp_path / "ckpt"), "6"], tmp_path / "submit.log")
+    assert "batches: 6" in text and "reporting job 'py-file'" in text
+    found = reported_stages(plane, "py-file")
+    operators = {op for s in found for op in s["operators"]}
+    assert {"MicroBatchScan", "Exchange", "StateStoreSave"} <= operators
+    for s in found:
+        assert s["summary"]["latency"]["mean"] > 0 and s["summary"]["service"]["count"] > 0
+    batches = requests.get(f"{plane.url}/api/v1/jobs/py-file/batches", timeout=10).json()["batches"]
+    assert len([b for b in batches if b["num_input_rows"]]) >= 6
+    j = job(plane, "py-file")
+    assert j["attachment"]["kind"] == "jar" and j["can_apply"] == ["executors"]
+    assert j["not_actuatable"]["executors"] == "local mode" and j["reporter_dropped_total"] == 0
+    assert "jar-only attachment" in j["not_actuatable"]["batch_interval"]
+    # a policy whose knob the jar can apply is accepted; one that needs the job's cooperation is refused
+    r = requests.put(f"{plane.url}/api/v1/jobs/py-file/policies/threshold?register=true", headers=AUTH, timeout=10,
+                     json={"mode": "dry-run", "config": {"trigger_interval_s": 1.0}})
+    assert r.status_code == 200, r.text
+    r = requests.put(f"{plane.url}/api/v1/jobs/py-file/policies/fixed-point?register=true", headers=AUTH, timeout=10,
+                     json={"mode": "act", "config": {}})
+    assert r.status_code == 409, r.text
+    assert "batch_interval" in r.json()["error"] and "listener jar" in r.json()["error"]
+
+
+def test_attach_and_the_jar_report_the_same_stages_tasks_and_latency(jar, plane, tmp_path):
+    """One run of rate_count.py, reported twice: by attach() (job same-attach) and by the jar (job same-jar)."""
+    run_submit([*LOCAL, *jar_confs(jar, plane.url, "same-jar"), str(JOBS / "attach_and_run.py"), plane.url,
+                "same-attach", str(tmp_path / "ckpt"), "8"], tmp_path / "submit.log")
+    by_attach = {s["key"]: s for s in reported_stages(plane, "same-attach")}
+    by_jar = {s["key"]: s for s in reported_stages(plane, "same-jar")}
+    assert set(by_attach) == set(by_jar) and len(by_jar) >= 2  # the same template keys
+    for key, a in by_attach.items():
+        b = by_jar[key]
+        assert (a["name"], a["operators"], a["parents"]) == (b["name"], b["operators"], b["parents"])
+        for field in ("tasks", "records_in", "shuffle_read_records", "shuffle_write_records"):
+            assert a["summary"][field] == b["summary"][field], (key, field)
+        assert a["summary"]["makespan"]["count"] == b["summary"]["makespan"]["count"]  # stage attempts
+        for stat in ("latency", "service"):
+            ma, mb = a["summary"][stat]["mean"], b["summary"][stat]["mean"]
+            assert abs(ma - mb) <= 0.05 * max(ma, mb), (key, stat, ma, mb)
+    ja, jj = job(plane, "same-attach"), job(plane, "same-jar")
+    assert ja["tasks_reported_total"] == jj["tasks_reported_total"] > 0
+    nb = [len(requests.get(f"{plane.url}/api/v1/jobs/{n}/batches", timeout=10).json()["batches"])
+          for n in ("same-attach", "same-jar")]
+    assert nb[0] == nb[1] >= 8
+
+
+def test_java_job_on_a_standalone_cluster_applies_executor_directives(jar, plane, standalone_cluster, tmp_path):
+    job_jar = compile_java_job(JOBS / "RateCount.java", tmp_path)
+    stop_file = tmp_path / "stop"
+    proc = spark_submit(["--master", standalone_cluster.url, "--class", "RateCount",
+                         "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
+                         "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+                         "--conf", "spark.driver.host=127.0.0.1", *jar_confs(jar, plane.url, "java-job"),
+                         str(job_jar), str(tmp_path / "ckpt"), str(stop_file)], tmp_path / "driver.log")
+    try:
+        found = reported_stages(plane, "java-job")
+        assert {"MicroBatchScan", "StateStoreSave"} <= {op for s in found for op in s["operators"]}
+        assert job(plane, "java-job")["master"] == standalone_cluster.url
+        assert "executors" not in job(plane, "java-job")["not_actuatable"]
+        for target in (1, 3):
+            version = approve_executors(plane, "java-job", target)
+            wait_for(lambda: job(plane, "java-job")["executors"] == target, 180, 1, f"{target} executors")
+            d = wait_for(lambda: directive(plane, "java-job") if directive(plane, "java-job").get(
+                "applied_version") == version else None, 60, 1, "directive acknowledged")
+            assert d["status"] == "applied" and f"requested {target} executors" in d["message"]
+        before = sum(s["summary"]["tasks"] for s in stages(plane, "java-job"))
+        wait_for(lambda: sum(s["summary"]["tasks"] for s in stages(plane, "java-job")) > before, 60, 1,
+                 "batches go on after scaling")
+    finally:
+        stop_file.write_text("stop")
+        try:
+            proc.wait(90)
+        finally:
+            stop(proc)
+    assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+
+
+def test_spark_connect_client_query_reports_and_applies_executors(jar, plane, standalone_cluster, tmp_path):
+    port = free_port()
+    server = spark_submit(["--master", standalone_cluster.url,
+                           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                           "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                           "--conf", f"spark.connect.grpc.binding.port={port}",
+                           "--conf", "spark.executor.cores=1", "--conf", "spark.executor.memory=512m",
+                           "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false",
+                           "--conf", "spark.driver.host=127.0.0.1", *jar_confs(jar, plane.url, "connect-job")],
+                          tmp_path / "server.log")
+    client = None
+    stop_file = tmp_path / "stop"
+    try:
+        wait_for(lambda: "Spark Connect server started" in (tmp_path / "server.log").read_text()
+                 or server.poll() is not None, 180, 1, "Spark Connect server")
+        assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+        pytest.importorskip("grpc", reason="the Connect client needs pyspark[connect] (grpcio, ...)")
+        import subprocess
+        import sys
+
+        from tests.jar_support import env
+        client = subprocess.Popen([sys.executable, str(JOBS / "connect_client.py"), f"sc://127.0.0.1:{port}",
+                                   str(tmp_path / "ckpt"), str(stop_file)], env=env(),
+                                  stdout=open(tmp_path / "client.log", "w"), stderr=subprocess.STDOUT)
+        found = reported_stages(plane, "connect-job")
+        assert {"MicroBatchScan", "StateStoreSave"} <= {op for s in found for op in s["operators"]}
+        batches = requests.get(f"{plane.url}/api/v1/jobs/connect-job/batches", timeout=10).json()["batches"]
+        assert {b["name"] for b in batches} == {"connect_rate_count"}
+        version = approve_executors(plane, "connect-job", 1)
+        wait_for(lambda: job(plane, "connect-job")["executors"] == 1, 180, 1, "1 executor")
+        wait_for(lambda: directive(plane, "connect-job").get("applied_version") == version, 60, 1, "acknowledged")
+        assert directive(plane, "connect-job")["status"] == "applied"
+    finally:
+        stop_file.write_text("stop")
+        if client is not None:
+            try:
+                client.wait(60)
+            finally:
+                stop(client)
+        stop(server)
