@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -165,6 +166,21 @@ def use_worker_metrics_dir() -> Optional[str]:
     return path
 
 
+def _die_with_parent() -> None:
+    """Linux: a worker gets SIGKILL when the master dies, so ``kill -9`` of the master frees the port at once
+    (gunicorn's own orphan check lets a gthread worker finish its keep-alive connections first, and a restarted
+    ``serve`` could not bind meanwhile). Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        log.warning("spark-governor: cannot tie workers to the master (prctl unavailable)")
+
+
 def run_production(cfg: ProductionConfig, on_ready=None) -> None:
     """Run gunicorn in the foreground until SIGTERM/SIGINT (graceful: requests in flight finish)."""
     from gunicorn.app.base import BaseApplication
@@ -190,6 +206,9 @@ def run_production(cfg: ProductionConfig, on_ready=None) -> None:
             ext["spark_governor.scheduler"].shutdown(wait=False)
             ext["spark_governor.leader"].stop()
 
+    def post_fork(_server, _worker) -> None:
+        _die_with_parent()
+
     def when_ready(server) -> None:
         log.info("spark-governor: %d workers on %s:%d", cfg.workers, cfg.host, cfg.port)
         if on_ready is not None:
@@ -201,7 +220,7 @@ def run_production(cfg: ProductionConfig, on_ready=None) -> None:
         "keepalive": int(cfg.keepalive_s), "backlog": cfg.backlog, "preload_app": False,
         "limit_request_line": 8190, "limit_request_fields": 100, "limit_request_field_size": 8190,
         "accesslog": None, "errorlog": "-", "loglevel": "warning", "proc_name": "spark-governor",
-        "child_exit": child_exit, "worker_exit": worker_exit, "when_ready": when_ready,
+        "child_exit": child_exit, "worker_exit": worker_exit, "when_ready": when_ready, "post_fork": post_fork,
         "control_socket_disable": True,
     }
 

@@ -132,11 +132,21 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
     url = f"http://127.0.0.1:{port}"
 
     def serve():
-        proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
-                                 "--anonymous-reports"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: _healthy(url), 60, what="control plane up")
-        return proc
+        # After `kill -9` of gunicorn's master its workers notice the orphaning within about a second and exit,
+        # releasing the port; until then a new `serve` refuses to start (as under a real supervisor, retry).
+        deadline = time.time() + 60
+        while True:
+            proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db",
+                                     db_url, "--anonymous-reports"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while proc.poll() is None and not _healthy(url) and time.time() < deadline:
+                time.sleep(0.2)
+            if proc.poll() is None and _healthy(url):
+                return proc
+            if time.time() >= deadline:
+                proc.kill()
+                raise AssertionError("control plane did not come up within 60 s")
+            time.sleep(1)
 
     plane = serve()
     handle = attach(spark, job="outage", endpoint=url, max_queue=30, flush_interval_s=0.5,
