@@ -49,17 +49,20 @@ def test_demo_ends_with_a_kingman_recommendation_and_its_prediction(demo_run):
     out = proc.stdout
     assert "kingman policy on job zipf-demo: constraint 'record-latency', mean record latency ≤ 1,000 ms" in out
     assert re.search(r"RECOMMENDATION: 2 → \d+ task slots", out), out
-    assert re.search(r"predicted latency\s+[\d,]+ ms at \d+ task slots vs bound 1,000 ms", out), out
+    # either the model's prediction at the recommended size, or (a bottleneck, thesis Eq. 4.12) the reason it has none
+    assert re.search(r"predicted latency\s+([\d,]+ ms at \d+ task slots vs bound 1,000 ms"
+                     r"|- \(a bottleneck: the model's wait at the current size is unbounded)", out), out
     assert re.search(r"measured latency\s+[\d,]+ ms at 2 task slots \(bound missed\)", out), out
     assert "local mode: 2 task slots; not actuatable" in out
-    assert "model inputs per stage" in out
+    # a planned decision shows the per-stage model inputs; one taken on a batch still in flight says so
+    assert "model inputs per stage" in out or "bottleneck in flight" in out, out
     # live, while the job ran
-    assert re.search(r"decision: kingman \(dry run\): 2 → \d+ task slots — predicted [\d,]+ ms vs bound 1,000 ms",
+    assert re.search(r"decision: kingman \(dry run\): 2 → \d+ task slots — (predicted [\d,]+ ms vs )?bound 1,000 ms",
                      proc.stderr), proc.stderr
     # the API answers the report was made of: dry-run decisions, recorded without a directive
     report = json.loads((out_dir / "zipf-demo.json").read_text())
     kingman = [d for d in report["decisions"] if d["policy"] == "kingman"]
-    assert kingman and all(d["mode"] == "dry-run" and d["status"] == "recorded" for d in kingman)
+    assert kingman and all(d["mode"] == "dry-run" and d["status"] == "not_actuatable" for d in kingman)
     assert all(d["old_value"] == 2 and d["new_value"] > 2 and d["inputs"]["unit"] == "task slots" for d in kingman)
     assert report["job"]["executors"] == 0 and report["job"]["slots"] == 2
     assert report["constraint"]["bound_ms"] == 1000
