@@ -141,7 +141,11 @@ class MicroBatchAgent:
         to total / (κ·n): keys between 1/(κn) and 1/n of the load are bandit-routed too instead of
         hashed, at most κ·n of them at a stable rate. On skewed streams the keys just below 1/n,
         hashed together, can alone load one combiner above the mean ("cold floor"), which no
-        placement of the heavy hitters can fix; DAGreedy uses total / (100 n) for the same reason."""
+        placement of the heavy hitters can fix; DAGreedy uses total / (100 n) for the same reason.
+
+        ``cold_target`` (the default variant's cold-floor guard, module docstring; needs
+        ``hashed``, hash(k) mod n per key): also the heaviest non-heavy keys of every combiner
+        whose hashed non-heavy keys alone exceed cold_target·mean, until the rest fits."""
         counts = np.asarray(counts, dtype=np.int64)
         total = int(counts.sum())
         thr = (self.global_threshold if self.global_threshold is not None else total / self.n) / self.hot_factor

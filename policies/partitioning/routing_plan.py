@@ -151,17 +151,21 @@ class _RoutingTablePartitioner(Partitioner):
             raise PlanError(f"table: key {bad[0]!r} names instance {self.table[bad[0]]} outside 0..{partitions - 1}")
         table_ids = self.index.lookup(list(self.table))
         window = list(self.history)[-(self.options.window - 1):] if self.options.window > 1 else []
+        # the keys that can move: in the batch (c > 0) or in the table; a key with c = 0 and no
+        # entry never moves and carries no load, so it is left out (its S would not matter)
         seen = np.zeros(len(self.index), dtype=bool)
-        for part in (ids, table_ids, *[h for h, _ in self.history]):
-            seen[part] = True
+        seen[ids[cnt > 0]] = True
+        seen[table_ids] = True
         universe = self.index.name_order(np.nonzero(seen)[0])
         pos = np.full(len(self.index), -1, dtype=np.int64)
         pos[universe] = np.arange(len(universe))
         c = np.zeros(len(universe))
-        c[pos[ids]] = cnt
+        at = pos[ids]                          # −1: a key with count 0 and no entry (left out)
+        c[at[at >= 0]] = cnt[at >= 0]
         s = c.copy()
         for h_ids, h_cnt in window:
-            s[pos[h_ids]] += h_cnt
+            at = pos[h_ids]
+            s[at[at >= 0]] += h_cnt[at >= 0]
         hashed = self.index.instances(universe, partitions, self.hash_keys)
         table = dict(zip(pos[table_ids].tolist(), self.table.values()))
         return _Names(self.index.names, universe), Stats(c, s, hashed, partitions, table,

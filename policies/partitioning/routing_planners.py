@@ -43,13 +43,20 @@ def min_mig(stats: Stats, theta_max: float = THETA_MAX, beta: float = BETA, best
 
 def _mixed_trial(stats: Stats, back: list[int], a: int, rank: np.ndarray, theta_max: float,
                  best_effort: bool = True) -> RoutingPlan:
-    work = {k: d for k, d in stats.table.items() if k not in set(back[:a])}
+    gone = set(back[:a])
+    work = {k: d for k, d in stats.table.items() if k not in gone}
     return _plan("mixed", stats, work, rank, theta_max, best_effort=best_effort)
 
 
 def _met(plan: RoutingPlan) -> bool:
     """The plan meets its target: θmax, or the best-effort bounds when a key alone exceeds U."""
     return plan.status in ("ok", "best_effort")
+
+
+#: tables with more entries than this use the bounded search for ``a`` (``mixed``)
+LINEAR_SEARCH_MAX = 64
+#: trials of the bounded search beyond the first
+SEARCH_TRIALS = 10
 
 
 def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, beta: float = BETA,
@@ -76,6 +83,15 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
     plan exists and the trials end as soon as one fits Amax; ``best_effort=False`` is the paper's
     (and the digest's) behaviour: ``infeasible``.
 
+    **Large tables** (ours; more than ``LINEAR_SEARCH_MAX`` = 64 entries): the digest's rule can
+    take up to |A_old| + 1 trials — on a 3000-entry table whose trials land just above Amax it
+    alternated a = 0, 284, 2, 282, … for hundreds of trials (up to 60 s per batch). There MinTable
+    runs first; when trial 0 is too large and MinTable is valid, ``a`` is searched between 0
+    (too large) and |A_old| (MinTable-like) by regula falsi on |A'(a)| − Amax alternating with
+    bisection, for at most ``SEARCH_TRIALS`` = 10 more trials, keeping the valid trial with the
+    least migration (|A'| usually shrinks as more entries move back; where it does not, the search
+    still ends and MinTable is the fallback). When MinTable is not valid no trial is searched.
+
     ``compact=True`` runs every trial and MinTable on compact records (``routing_compact``, §3.8)."""
     back = memory_order(stats, list(stats.table))
     if compact:
@@ -94,30 +110,40 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
 
         def table_only(stats, theta_max):
             return min_table(stats, theta_max, best_effort=best_effort)
+    def valid(plan: RoutingPlan) -> bool:
+        return plan.size <= table_max and _met(plan)
+
     limit = len(back) + 1 if max_trials is None else max_trials
     tried: list[int] = []
     results: list[RoutingPlan] = []
     found: Optional[RoutingPlan] = None
-    a = 0
-    while len(tried) < limit:
-        plan = trial(a)
-        tried.append(a); results.append(plan)
-        if plan.size <= table_max and _met(plan):
-            found = plan
-            break
-        ex = plan.size - table_max
-        nxt = min(max(ex, 0), len(back))
-        if nxt in tried:
-            nxt = min(a + max(ex, 1), len(back))
-        if nxt in tried:
-            untried = [x for x in range(len(back) + 1) if x not in tried]
-            if not untried:
+    mt: Optional[RoutingPlan] = None
+    if len(back) > LINEAR_SEARCH_MAX:
+        mt = table_only(stats, theta_max)
+        found = _bounded_search(trial, len(back), table_max, valid, mt, tried, results,
+                                SEARCH_TRIALS if max_trials is None else max(max_trials - 1, 0))
+    else:
+        a = 0
+        while len(tried) < limit:
+            plan = trial(a)
+            tried.append(a); results.append(plan)
+            if valid(plan):
+                found = plan
                 break
-            nxt = untried[0]
-        a = nxt
+            ex = plan.size - table_max
+            nxt = min(max(ex, 0), len(back))
+            if nxt in tried:
+                nxt = min(a + max(ex, 1), len(back))
+            if nxt in tried:
+                untried = [x for x in range(len(back) + 1) if x not in tried]
+                if not untried:
+                    break
+                nxt = untried[0]
+            a = nxt
     trials = tuple(tried)
-    mt = table_only(stats, theta_max)
-    mt_valid = mt.size <= table_max and _met(mt)
+    if mt is None:
+        mt = table_only(stats, theta_max)
+    mt_valid = valid(mt)
     if found is not None:
         if mt_valid and mt.migration < found.migration - EPS:
             return _renamed(mt, "mixed", mt.status, trials)
@@ -138,6 +164,41 @@ def mixed(stats: Stats, theta_max: float = THETA_MAX, table_max: int = 3000, bet
     else:
         status = "infeasible" if single_too_big else "table_violation"
     return _renamed(best, "mixed", status, trials)
+
+
+def _bounded_search(trial, entries: int, table_max: int, valid, mt: RoutingPlan, tried: list, results: list,
+                    budget: int) -> Optional[RoutingPlan]:
+    """``mixed``'s search for a on large tables (its docstring): trial 0, then, if it is too large
+    and MinTable is valid, regula falsi on |A'(a)| − Amax between a too-large trial and the
+    smallest valid one (|A_old| stands for MinTable at first), alternating with bisection."""
+    def run(a: int) -> RoutingPlan:
+        plan = trial(a)
+        tried.append(a); results.append(plan)
+        return plan
+
+    p0 = run(0)
+    if valid(p0):
+        return p0
+    if not valid(mt):
+        return None
+    lo, s_lo, hi, s_hi = 0, p0.size, entries, mt.size
+    best: Optional[RoutingPlan] = None
+    for step in range(budget):
+        if hi - lo <= 1:
+            break
+        if step % 2 == 0 and s_lo > s_hi:
+            a = lo + math.ceil((s_lo - table_max) * (hi - lo) / (s_lo - s_hi))
+        else:
+            a = (lo + hi) // 2
+        a = min(max(a, lo + 1), hi - 1)
+        plan = run(a)
+        if valid(plan):
+            hi, s_hi = a, plan.size
+            if best is None or plan.migration < best.migration:
+                best = plan
+        else:
+            lo, s_lo = a, max(plan.size, table_max + 1)
+    return best
 
 
 def trimmed(stats: Stats, plan: RoutingPlan, table_max: int, theta_max: float) -> RoutingPlan:
