@@ -53,6 +53,8 @@ class Settings:
     max_inflight_reports: int = 4
     # a job without a report for this long is stopped: no policy evaluations (aggregators.job_state)
     stopped_after_s: float = 30.0
+    # a job silent for this long (s) leaves /metrics (its history stays in SQL); 0: never (api.job_metrics)
+    metrics_expiry_s: float = 600.0
 
 
 class BadRequest(Exception):
@@ -104,7 +106,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app = Flask("spark_governor")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["spark_governor.engine"] = engine
-    registry, ingest_metrics = build_registry(engine, settings.window_ms)
+    registry, ingest_metrics = build_registry(engine, settings.window_ms, settings.metrics_expiry_s, settings.stopped_after_s)
     governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms,
                         stopped_after_s=settings.stopped_after_s)
     app.extensions["spark_governor.governor"] = governor

@@ -1,12 +1,13 @@
 """Prometheus exposition of latency constraints and of the models' prediction error.
 
-Per constraint (labels ``job``, ``constraint``): the latest complete span's measured mean
+Per constraint (labels ``spark_job``, ``constraint``): the latest complete span's measured mean
 record latency, its bound, the attainment over the last 12 spans (spans without a completed
 micro-batch count as violated when work in flight was already older than the bound, see
 ``aggregators.constraints``), the model prediction in force and whether the latest model found
-the bound feasible. Per policy (labels ``job``, ``policy``,
+the bound feasible. Per policy (labels ``spark_job``, ``policy``,
 ``quantity``): the relative prediction error of the latest judged decision,
 (observed − predicted) / predicted, for each quantity it predicted (``latency_s``, ``utilization``).
+Jobs silent for more than the metrics expiry are left out (``api.job_metrics``).
 """
 from __future__ import annotations
 
@@ -19,21 +20,22 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import constraints
-from spark_governor.aggregators.models import decisions, jobs, latency_constraints
+from spark_governor.aggregators.models import decisions, latency_constraints
+from spark_governor.api.job_metrics import DEFAULT_EXPIRY_S, exported_jobs
 
 PREFIX = "spark_governor"
 SPANS = 12
 
 
 class ConstraintCollector:
-    def __init__(self, engine: Engine, window_ms: int = 5000) -> None:
-        self.engine, self.window_ms = engine, window_ms
+    def __init__(self, engine: Engine, window_ms: int = 5000, expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+        self.engine, self.window_ms, self.expiry_s = engine, window_ms, expiry_s
 
     def describe(self):
         return []
 
     def collect(self):
-        labels = ["job", "constraint"]
+        labels = ["spark_job", "constraint"]
         latency = GaugeMetricFamily(f"{PREFIX}_constraint_latency_seconds",
                                     "Mean record latency of the latest complete span", labels=labels)
         bound = GaugeMetricFamily(f"{PREFIX}_constraint_bound_seconds", "Bound on the mean record latency",
@@ -47,11 +49,13 @@ class ConstraintCollector:
                                      "1 when the latest model found the bound feasible, 0 when not", labels=labels)
         error = GaugeMetricFamily(f"{PREFIX}_model_prediction_error_ratio",
                                   "(observed - predicted) / predicted of the latest judged decision",
-                                  labels=["job", "policy", "quantity"])
+                                  labels=["spark_job", "policy", "quantity"])
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
-            names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
+            names = exported_jobs(conn, now_ms, self.expiry_s)
             for c in conn.execute(select(latency_constraints)).all():
+                if c.job_id not in names:
+                    continue
                 job = names[c.job_id]
                 try:
                     m = constraints.measure(conn, job, c.job_id, c, now_ms, SPANS, self.window_ms)
@@ -74,6 +78,8 @@ class ConstraintCollector:
             for d in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.outcome).join(
                     latest, (decisions.c.job_id == latest.c.job_id) & (decisions.c.policy == latest.c.policy)
                     & (decisions.c.outcome_ms == latest.c.t))):
+                if d.job_id not in names:
+                    continue
                 observed = (d.outcome or {}).get("observed") or {}
                 for quantity, p in ((d.outcome or {}).get("predicted") or {}).items():
                     o = observed.get(quantity)

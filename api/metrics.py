@@ -1,10 +1,14 @@
 """Prometheus exposition of the control plane (``GET /metrics``).
 
 Naming follows Prometheus conventions: base units (seconds, bytes), ``_total`` for counters,
-``_ratio`` for fractions. Labels are ``job`` and ``stage`` (the template vertex's readable
-name) only — never a task, partition or batch id — so cardinality is bounded by the number of
-stage templates. Per-stage gauges show the most recent *complete* statistics window
-(the window containing "now" is still filling).
+``_ratio`` for fractions. Labels: ``spark_job`` (the Spark job's name; not ``job``, which is the
+scrape job's label in Prometheus, see ``api.job_metrics``), ``query`` on the series of one streaming
+query (the latest micro-batch's gauges, the query between its batches), ``stage`` (the template
+vertex's readable name) and the policy labels — never a task, partition or batch id — so
+cardinality is bounded by the number of queries and stage templates. Per-stage gauges show the
+most recent *complete* statistics window (the window containing "now" is still filling). The
+series of a job silent for longer than the metrics expiry are not exported
+(``api.job_metrics.exported_jobs``).
 """
 from __future__ import annotations
 
@@ -13,35 +17,71 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from spark_governor.aggregators import queries
+from spark_governor.aggregators.job_state import STOPPED_AFTER_S
 from spark_governor.aggregators.models import (
+    batches,
     decisions,
     directives,
     events,
-    jobs,
     knob_states,
     policy_configs,
 )
+from spark_governor.aggregators.welford import Moments
+from spark_governor.api.job_metrics import (DEFAULT_EXPIRY_S, UP_HORIZON_S, JobCollector, exported_jobs,
+                                            query_current, query_label)
 from spark_governor.policies.registry import load_policies
 
 PREFIX = "spark_governor"
 #: templates without a window in this many seconds are not exported
 STALE_AFTER_S = 600
+#: a query's batch gauges are computed from its latest this many micro-batches
+QUERY_BATCHES = 100
+
+
+def batches_by_query(conn: Connection, job_id: int, now_ms: int, expiry_s: float) -> dict[str, list]:
+    """``{query label: its latest QUERY_BATCHES micro-batches, oldest first}`` for every streaming query of the
+    job that is current at ``now_ms`` (``api.job_metrics.query_current``)."""
+    current = query_current(conn, job_id, now_ms, expiry_s)
+    out = {}
+    for qid in sorted(conn.execute(select(batches.c.query_id).where(batches.c.job_id == job_id).distinct()).scalars()):
+        rows = conn.execute(select(batches.c.run_id, batches.c.name, batches.c.trigger_ms, batches.c.batch_duration_ms,
+                                   batches.c.num_input_rows, batches.c.input_rows_per_second,
+                                   batches.c.processed_rows_per_second, batches.c.durations_ms,
+                                   batches.c.observed_metrics)
+                            .where(batches.c.job_id == job_id, batches.c.query_id == qid)
+                            .order_by(batches.c.trigger_ms.desc()).limit(QUERY_BATCHES)).all()
+        if not current(qid, rows[0].trigger_ms + rows[0].batch_duration_ms):
+            continue  # a query that stopped while the job goes on
+        out[query_label(qid, next((r.name for r in rows if r.name), None))] = rows[::-1]
+    return out
+
+
+def trigger_gaps_s(rows: list) -> list[float]:
+    """Seconds between consecutive triggers of the same run (``rows`` oldest first)."""
+    gaps, last_by_run = [], {}
+    for r in rows:
+        prev = last_by_run.get(r.run_id)
+        if prev is not None and r.trigger_ms > prev:
+            gaps.append((r.trigger_ms - prev) / 1000.0)
+        last_by_run[r.run_id] = r.trigger_ms
+    return gaps
 
 
 class StoreCollector:
-    """Reads the latest statistics from SQL at scrape time."""
+    """Reads the latest statistics from SQL at scrape time (jobs silent for more than ``expiry_s`` seconds
+    are left out; 0: none is)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+        self.engine, self.expiry_s = engine, expiry_s
 
     def describe(self):
         return []
 
     def collect(self):
-        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job", "stage"]) for name, doc in (
+        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job", "stage"]) for name, doc in (
             ("stage_service_time_seconds", "Mean executor run time per task (service time), latest window"),
             ("stage_service_time_per_record_seconds", "Mean run time per input record, latest window"),
             ("stage_task_latency_seconds", "Mean task latency (finish - stage submission), latest window"),
@@ -55,56 +95,64 @@ class StoreCollector:
             ("stage_shuffle_write_bytes_per_second", "Shuffle bytes written per second, latest window"),
             ("stage_tasks", "Successful tasks in the latest window"),
         )}
-        info = GaugeMetricFamily(f"{PREFIX}_stage_info", "Stage template identity", labels=["job", "stage", "template"])
-        jg = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, doc in (
-            ("batch_duration_seconds", "Duration of the latest micro-batch"),
-            ("batch_input_rows", "Input rows of the latest micro-batch"),
-            ("input_rows_per_second", "Input rate of the latest micro-batch"),
-            ("processed_rows_per_second", "Processing rate of the latest micro-batch"),
-            ("batch_interarrival_seconds", "Mean time between micro-batch triggers (last 100 batches)"),
-            ("batch_interarrival_cv", "CV of the time between micro-batch triggers (last 100 batches)"),
-            ("job_slots", "Concurrent task slots reported by the driver"),
+        info = GaugeMetricFamily(f"{PREFIX}_stage_info", "Stage template identity",
+                                 labels=["spark_job", "stage", "template"])
+        qg = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job", "query"]) for name, doc in (
+            ("batch_duration_seconds", "Duration of the query's latest micro-batch"),
+            ("batch_input_rows", "Input rows of the query's latest micro-batch"),
+            ("input_rows_per_second", "Input rate of the query's latest micro-batch"),
+            ("processed_rows_per_second", "Processing rate of the query's latest micro-batch"),
+            ("batch_interarrival_seconds", "Mean time between the query's micro-batch triggers (last 100 batches)"),
+            ("batch_interarrival_cv", "CV of the time between the query's micro-batch triggers (last 100 batches)"),
             ("record_interarrival_seconds", "Mean interarrival of records by event time, latest batch that has it"),
             ("record_wait_seconds", "Mean wait from event time to batch start, latest batch that has it"),
+        )}
+        jg = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job"]) for name, doc in (
+            ("job_slots", "Concurrent task slots reported by the driver"),
             ("job_last_report_timestamp_seconds", "Time of the latest report"),
         )}
         dropped = CounterMetricFamily(f"{PREFIX}_reporter_dropped", "Records and events dropped by reporters",
-                                      labels=["job"])
+                                      labels=["spark_job"])
         orphaned = CounterMetricFamily(f"{PREFIX}_reporter_orphaned_tasks", "Task events without stage context",
-                                       labels=["job"])
-        ingested = CounterMetricFamily(f"{PREFIX}_tasks_ingested", "Task records ingested", labels=["job"])
+                                       labels=["spark_job"])
+        ingested = CounterMetricFamily(f"{PREFIX}_tasks_ingested", "Task records ingested", labels=["spark_job"])
         decided = CounterMetricFamily(f"{PREFIX}_decisions", "Policy decisions by outcome status",
-                                      labels=["job", "policy", "knob", "status"])
+                                      labels=["spark_job", "policy", "knob", "status"])
         made = CounterMetricFamily(f"{PREFIX}_decisions_made",
                                    "Policy decisions made, by mode; never decreases (a decision moves between "
                                    "the statuses of spark_governor_decisions_total)",
-                                   labels=["job", "policy", "knob", "mode"])
-        policy_errors = CounterMetricFamily(f"{PREFIX}_policy_errors", "Policy evaluation errors", labels=["job"])
+                                   labels=["spark_job", "policy", "knob", "mode"])
+        policy_errors = CounterMetricFamily(f"{PREFIX}_policy_errors", "Policy evaluation errors", labels=["spark_job"])
         held = GaugeMetricFamily(f"{PREFIX}_knob_held", "1 while scale-ups of a knob are held (ineffective)",
-                                 labels=["job", "knob"])
+                                 labels=["spark_job", "knob"])
         ineffective = GaugeMetricFamily(f"{PREFIX}_knob_ineffective_scale_ups",
-                                        "Ineffective scale-ups in a row", labels=["job", "knob"])
-        version = GaugeMetricFamily(f"{PREFIX}_directive_version", "Latest directive version", labels=["job", "knob"])
+                                        "Ineffective scale-ups in a row", labels=["spark_job", "knob"])
+        version = GaugeMetricFamily(f"{PREFIX}_directive_version", "Latest directive version",
+                                    labels=["spark_job", "knob"])
         applied = GaugeMetricFamily(f"{PREFIX}_directive_applied_version", "Directive version the driver applied",
-                                    labels=["job", "knob"])
+                                    labels=["spark_job", "knob"])
         directive_value = GaugeMetricFamily(f"{PREFIX}_directive_value",
-                                            "Value of the latest directive (numeric knobs only)", labels=["job", "knob"])
-        executors = GaugeMetricFamily(f"{PREFIX}_executors", "Executors registered (driver excluded)", labels=["job"])
+                                            "Value of the latest directive (numeric knobs only)",
+                                            labels=["spark_job", "knob"])
+        executors = GaugeMetricFamily(f"{PREFIX}_executors", "Executors registered (driver excluded)",
+                                      labels=["spark_job"])
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
-            names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
+            names = exported_jobs(conn, now_ms, self.expiry_s)
             for r in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.knob, decisions.c.status,
                                          func.count().label("n"))
                                   .group_by(decisions.c.job_id, decisions.c.policy, decisions.c.knob,
                                             decisions.c.status)):
+                if r.job_id not in names:
+                    continue
                 decided.add_metric([names[r.job_id], r.policy, r.knob, r.status], r.n)
             # counters start at 0 for every configured policy, so that rate() sees the first increment
-            configured = conn.execute(select(policy_configs.c.job_id, policy_configs.c.policy,
-                                             policy_configs.c.mode)).all()
+            configured = [pc for pc in conn.execute(select(policy_configs.c.job_id, policy_configs.c.policy,
+                                                           policy_configs.c.mode)).all() if pc.job_id in names]
             n_made = {(r.job_id, r.policy, r.knob, r.mode): r.n for r in conn.execute(
                 select(decisions.c.job_id, decisions.c.policy, decisions.c.knob, decisions.c.mode,
                        func.count().label("n")).group_by(decisions.c.job_id, decisions.c.policy, decisions.c.knob,
-                                                         decisions.c.mode))}
+                                                         decisions.c.mode)) if r.job_id in names}
             if configured:
                 available = load_policies()[0]
                 for pc in configured:
@@ -116,18 +164,27 @@ class StoreCollector:
             n_errors.update(conn.execute(select(events.c.job_id, func.count().label("n")).where(
                 events.c.kind == "policy_error", events.c.job_id.is_not(None)).group_by(events.c.job_id)).all())
             for job_id, n in n_errors.items():
-                policy_errors.add_metric([names[job_id]], n)
+                if job_id in names:
+                    policy_errors.add_metric([names[job_id]], n)
             for r in conn.execute(select(knob_states)):
+                if r.job_id not in names:
+                    continue
                 held.add_metric([names[r.job_id], r.knob], 1 if r.held else 0)
                 ineffective.add_metric([names[r.job_id], r.knob], r.consecutive_ineffective_ups)
             for r in conn.execute(select(directives)):
+                if r.job_id not in names:
+                    continue
                 version.add_metric([names[r.job_id], r.knob], r.version)
                 if isinstance(r.value, (int, float)) and not isinstance(r.value, bool):
                     directive_value.add_metric([names[r.job_id], r.knob], r.value)
                 if r.applied_version is not None:
                     applied.add_metric([names[r.job_id], r.knob], r.applied_version)
-            for job in queries.list_jobs(conn):
+            exported = set(names.values())
+            ids = {name: job_id for job_id, name in names.items()}
+            for job in queries.list_jobs(conn, now_ms):
                 name = job["name"]
+                if name not in exported:
+                    continue
                 dropped.add_metric([name], job["reporter_dropped_total"])
                 orphaned.add_metric([name], job["reporter_orphaned_total"])
                 ingested.add_metric([name], job["tasks_reported_total"])
@@ -165,25 +222,28 @@ class StoreCollector:
                     for metric, value in values.items():
                         if value is not None:
                             g[metric].add_metric(labels, value)
-                b = queries.batch_stats(conn, name, limit=100)
-                if b["batches"]:
-                    last = b["batches"][-1]
-                    jg["batch_duration_seconds"].add_metric([name], last["batch_duration_ms"] / 1000.0)
-                    jg["batch_input_rows"].add_metric([name], last["num_input_rows"])
+                for query, rows in batches_by_query(conn, ids[name], now_ms, self.expiry_s).items():
+                    labels = [name, query]
+                    last = rows[-1]
+                    qg["batch_duration_seconds"].add_metric(labels, last.batch_duration_ms / 1000.0)
+                    qg["batch_input_rows"].add_metric(labels, last.num_input_rows)
                     for key in ("input_rows_per_second", "processed_rows_per_second"):
-                        if last[key] is not None:
-                            jg[key].add_metric([name], last[key])
-                    timed = [x for x in b["batches"] if x["record_interarrival_s"] is not None]
+                        if getattr(last, key) is not None:
+                            qg[key].add_metric(labels, getattr(last, key))
+                    timed = [t for t in (queries._event_time(r.observed_metrics or {}) for r in rows)
+                             if t[0] is not None]
                     if timed:
-                        jg["record_interarrival_seconds"].add_metric([name], timed[-1]["record_interarrival_s"])
-                        if timed[-1]["record_wait_s"] is not None:
-                            jg["record_wait_seconds"].add_metric([name], timed[-1]["record_wait_s"])
-                    if b["interarrival"]["mean"] is not None:
-                        jg["batch_interarrival_seconds"].add_metric([name], b["interarrival"]["mean"])
-                    if b["interarrival"]["cv"] is not None:
-                        jg["batch_interarrival_cv"].add_metric([name], b["interarrival"]["cv"])
+                        qg["record_interarrival_seconds"].add_metric(labels, timed[-1][0])
+                        if timed[-1][1] is not None:
+                            qg["record_wait_seconds"].add_metric(labels, timed[-1][1])
+                    gaps = Moments.of(trigger_gaps_s(rows))
+                    if gaps.n:
+                        qg["batch_interarrival_seconds"].add_metric(labels, gaps.mean)
+                    if gaps.cv is not None:
+                        qg["batch_interarrival_cv"].add_metric(labels, gaps.cv)
         yield from g.values()
         yield info
+        yield from qg.values()
         yield from jg.values()
         yield dropped
         yield orphaned
@@ -204,14 +264,15 @@ QUERY_STATES = ("running", "waiting", "idle", "terminated")
 
 
 class LiveCollector:
-    """The job between its micro-batches (``aggregators.liveness``), from the latest query states
-    reported within ``STALE_AFTER_S``: ages of the running batch and of the oldest unprocessed
-    record (0 when nothing is in flight: no batch runs, the query is idle or terminated), the
-    backlog in rows and in seconds of work (0 when idle or terminated; absent where no source
-    counts rows), and the number of queries per state."""
+    """Each streaming query between its micro-batches (``aggregators.liveness``), from its latest state
+    reported within ``STALE_AFTER_S`` (label ``query``, ``api.job_metrics.query_label``): ages of its
+    running batch and of its oldest unprocessed record (0 when nothing is in flight: no batch runs,
+    the query is idle or terminated), its backlog in rows and in seconds of work (0 when idle or
+    terminated; absent where no source counts rows); and per job the number of queries per state.
+    Jobs silent for more than ``expiry_s`` seconds are left out (0: none is)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+        self.engine, self.expiry_s = engine, expiry_s
 
     def describe(self):
         return []
@@ -219,45 +280,53 @@ class LiveCollector:
     def collect(self):
         from spark_governor.aggregators import liveness
 
-        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, doc in (
-            ("running_batch_age_seconds", "Age of the micro-batch in flight (0 when none runs)"),
-            ("oldest_record_age_seconds", "Age of the oldest unprocessed record (0 when none waits)"),
-            ("backlog_rows", "Rows available at the sources but not yet processed"),
-            ("backlog_seconds", "The backlog in seconds of work at the recent processing rate"),
+        g = {name: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job", "query"]) for name, doc in (
+            ("running_batch_age_seconds", "Age of the query's micro-batch in flight (0 when none runs)"),
+            ("oldest_record_age_seconds", "Age of the query's oldest unprocessed record (0 when none waits)"),
+            ("backlog_rows", "Rows available at the query's sources but not yet processed"),
+            ("backlog_seconds", "The query's backlog in seconds of work at its recent processing rate"),
         )}
         states = GaugeMetricFamily(f"{PREFIX}_queries", "Streaming queries of the job by state",
-                                   labels=["job", "state"])
+                                   labels=["spark_job", "state"])
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
-            for job_id, name in conn.execute(select(jobs.c.id, jobs.c.name)).all():
+            for job_id, name in exported_jobs(conn, now_ms, self.expiry_s).items():
                 live = liveness.live(conn, job_id, now_ms, max_age_ms=STALE_AFTER_S * 1000)
                 if live is None:
                     continue
-                quiet = live["status"] in ("idle", "terminated")
-                g["running_batch_age_seconds"].add_metric([name], live["running_batch_age_s"] or 0.0)
-                g["oldest_record_age_seconds"].add_metric([name], live["oldest_record_age_s"] or 0.0)
-                for metric, key in (("backlog_rows", "backlog_rows"), ("backlog_seconds", "backlog_s")):
-                    value = 0.0 if quiet else live[key]
-                    if value is not None:
-                        g[metric].add_metric([name], value)
                 counts = {s: 0 for s in QUERY_STATES}
                 for q in live["queries"]:
                     counts[q["status"]] += 1
+                    labels = [name, query_label(q["query_id"], q["name"])]
+                    quiet = q["status"] in ("idle", "terminated")
+                    g["running_batch_age_seconds"].add_metric(labels, q["running_batch_age_s"] or 0.0)
+                    g["oldest_record_age_seconds"].add_metric(labels, q["oldest_record_age_s"] or 0.0)
+                    for metric, key in (("backlog_rows", "backlog_rows"), ("backlog_seconds", "backlog_s")):
+                        value = 0.0 if quiet else q[key]
+                        if value is not None:
+                            g[metric].add_metric(labels, value)
                 for state, n in counts.items():
                     states.add_metric([name, state], n)
         yield from g.values()
         yield states
 
 
-def build_registry(engine: Engine, window_ms: int = 5000) -> tuple[CollectorRegistry, IngestMetrics]:
+def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFAULT_EXPIRY_S,
+                   stopped_after_s: float = STOPPED_AFTER_S,
+                   up_horizon_s: float = UP_HORIZON_S) -> tuple[CollectorRegistry, IngestMetrics]:
+    """The ``/metrics`` registry: statistics windows of ``window_ms`` milliseconds; a job's series disappear
+    once it has been silent for ``expiry_s`` seconds (0: never), except ``job_up`` and the report age, which
+    stay until ``max(expiry_s, up_horizon_s)`` (``api.job_metrics``); a job is stopped (``job_up`` 0) after
+    ``stopped_after_s`` seconds without a report (``aggregators.job_state``)."""
     from spark_governor.api.batch_interval_metrics import BatchIntervalCollector
     from spark_governor.api.constraint_metrics import ConstraintCollector
     from spark_governor.api.partition_metrics import PartitionCollector
 
     registry = CollectorRegistry()
-    registry.register(StoreCollector(engine))
-    registry.register(LiveCollector(engine))
-    registry.register(ConstraintCollector(engine, window_ms))
-    registry.register(PartitionCollector(engine))
-    registry.register(BatchIntervalCollector(engine))
+    registry.register(JobCollector(engine, expiry_s, stopped_after_s, up_horizon_s))
+    registry.register(StoreCollector(engine, expiry_s))
+    registry.register(LiveCollector(engine, expiry_s))
+    registry.register(ConstraintCollector(engine, window_ms, expiry_s))
+    registry.register(PartitionCollector(engine, expiry_s))
+    registry.register(BatchIntervalCollector(engine, expiry_s))
     return registry, IngestMetrics(registry)

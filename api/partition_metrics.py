@@ -1,20 +1,25 @@
 """Prometheus exposition of micro-batch partitioning (Prompt, digest 000 §3).
 
-Per job (label ``job``), from the latest partitioned batch the job reported: the applied plan's
+Per job (label ``spark_job``; a partition plan is the job's, so no ``query`` label), from the latest
+partitioned batch the job reported: the applied plan's
 BSI (tuples), BCI (keys), KSR, MPI, max/mean Map-block load, BSI of the Reduce buckets, split
 keys, Map blocks P and Reduce buckets R, tuples and distinct keys of the batch, the statistics /
-planning / whole-batch times (seconds), and per block (labels ``job``, ``block``) its tuples.
-From the latest ``partition_plan`` decision (labels ``job``, ``policy``): the predicted
+planning / whole-batch times (seconds), and per block (labels ``spark_job``, ``block``) its tuples.
+From the latest ``partition_plan`` decision (labels ``spark_job``, ``policy``): the predicted
 max/mean load and MPI of the plan, and its planning time (seconds). Counter of partitioned
-batches received per job (``..._partition_batches_total``).
+batches received per job (``..._partition_batches_total``). Jobs silent for more than the
+metrics expiry are left out (``api.job_metrics``).
 """
 from __future__ import annotations
+
+import time
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from spark_governor.aggregators.models import decisions, jobs, partition_stats
+from spark_governor.aggregators.models import decisions, partition_stats
+from spark_governor.api.job_metrics import DEFAULT_EXPIRY_S, exported_jobs
 
 PREFIX = "spark_governor_partition"
 
@@ -37,35 +42,38 @@ _TIMES = (("stats_seconds", "stats_ms", "Statistics pass of the latest batch (se
 
 
 class PartitionCollector:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, expiry_s: float = DEFAULT_EXPIRY_S) -> None:
+        self.engine, self.expiry_s = engine, expiry_s
 
     def describe(self):
         return []
 
     def collect(self):
-        gauges = {col: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, col, doc in _BATCH_GAUGES}
-        times = {col: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["job"]) for name, col, doc in _TIMES}
+        gauges = {col: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job"]) for name, col, doc in _BATCH_GAUGES}
+        times = {col: GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=["spark_job"]) for name, col, doc in _TIMES}
         block = GaugeMetricFamily(f"{PREFIX}_block_tuples", "Tuples per Map block of the latest batch",
-                                  labels=["job", "block"])
-        total = CounterMetricFamily(f"{PREFIX}_batches", "Partitioned batches reported", labels=["job"])
+                                  labels=["spark_job", "block"])
+        total = CounterMetricFamily(f"{PREFIX}_batches", "Partitioned batches reported", labels=["spark_job"])
         predicted = GaugeMetricFamily(f"{PREFIX}_predicted_max_mean_load",
                                       "Predicted max/mean Map-block load of the latest plan decision",
-                                      labels=["job", "policy"])
+                                      labels=["spark_job", "policy"])
         predicted_mpi = GaugeMetricFamily(f"{PREFIX}_predicted_mpi", "Predicted MPI of the latest plan decision",
-                                          labels=["job", "policy"])
+                                          labels=["spark_job", "policy"])
         plan_time = GaugeMetricFamily(f"{PREFIX}_plan_compute_seconds",
                                       "Planning time of the latest plan decision on the control plane (seconds)",
-                                      labels=["job", "policy"])
+                                      labels=["spark_job", "policy"])
         with self.engine.connect() as conn:
-            names = dict(conn.execute(select(jobs.c.id, jobs.c.name)).all())
+            names = exported_jobs(conn, int(time.time() * 1000), self.expiry_s)
             counts = conn.execute(select(partition_stats.c.job_id, func.count()).group_by(partition_stats.c.job_id)).all()
             for job_id, n in counts:
-                total.add_metric([names[job_id]], n)
+                if job_id in names:
+                    total.add_metric([names[job_id]], n)
             last = (select(partition_stats.c.job_id, func.max(partition_stats.c.id).label("id"))
                     .group_by(partition_stats.c.job_id).subquery())
             cols = [c for c in partition_stats.c if c.name != "key_counts"]
             for r in conn.execute(select(*cols).join(last, partition_stats.c.id == last.c.id)).mappings():
+                if r["job_id"] not in names:
+                    continue
                 job = names[r["job_id"]]
                 for col, g in gauges.items():
                     if r[col] is not None:
@@ -79,6 +87,8 @@ class PartitionCollector:
                       .where(decisions.c.knob == "partition_plan").group_by(decisions.c.job_id).subquery())
             for d in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.prediction,
                                          decisions.c.new_value).join(latest, decisions.c.id == latest.c.id)):
+                if d.job_id not in names:
+                    continue
                 key = [names[d.job_id], d.policy]
                 p = d.prediction or {}
                 if isinstance(p.get("max_mean_load"), (int, float)):

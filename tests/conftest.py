@@ -126,7 +126,8 @@ def fresh_postgres_db(postgres_url):
 # -- Prometheus ------------------------------------------------------------------------------
 @pytest.fixture
 def prometheus_factory(tmp_path):
-    """Start a real Prometheus scraping the given targets every second; stopped afterwards."""
+    """Start a real Prometheus scraping the given targets every second; stopped afterwards. The scrape config is
+    the plain one of deploy/prometheus.yml: no ``honor_labels`` (the Spark job is the exported ``spark_job``)."""
     binary = shutil.which("prometheus")
     require(binary is not None, "prometheus (Debian package prometheus)")
     procs = []
@@ -136,7 +137,7 @@ def prometheus_factory(tmp_path):
         cfg = tmp_path / "prometheus.yml"
         cfg.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: spark-governor\n    honor_labels: true\n"
+            "scrape_configs:\n  - job_name: spark-governor\n"
             f"    static_configs:\n      - targets: {targets!r}\n".replace("'", '"'))
         proc = subprocess.Popen([binary, f"--config.file={cfg}", f"--web.listen-address=127.0.0.1:{port}",
                                  f"--storage.tsdb.path={tmp_path / 'tsdb'}"],

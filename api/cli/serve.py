@@ -38,6 +38,10 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
               envvar="SPARK_GOVERNOR_WINDOW_SECONDS", help="Length of a statistics window.")
 @click.option("--retention-hours", default=24.0, show_default=True, type=click.FloatRange(0.001),
               envvar="SPARK_GOVERNOR_RETENTION_HOURS", help="Statistics older than this are deleted.")
+@click.option("--metrics-expiry", default=600.0, show_default=True, type=click.FloatRange(0),
+              envvar="SPARK_GOVERNOR_METRICS_EXPIRY",
+              help="Seconds without a report after which a job's series leave /metrics (0: never); its job_up "
+                   "and report age stay for a day. Its history stays in the database.")
 @click.option("--migrate/--no-migrate", default=None, envvar="SPARK_GOVERNOR_MIGRATE",
               help="Run migrations at start (default: only for SQLite).")
 @click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
@@ -56,7 +60,7 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
 @click.option("--max-body-mib", default=16, show_default=True, type=click.IntRange(1, 1024),
               envvar="SPARK_GOVERNOR_MAX_BODY_MIB", help="Largest report as sent (compressed).")
 def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_seconds: float,
-          retention_hours: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
+          retention_hours: float, metrics_expiry: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
           anonymous_reports: bool, reads: str, max_inflight_reports: int, max_body_mib: int) -> None:
     """Start the control plane (HTTP API, /metrics and the scheduler) on gunicorn."""
     import socket
@@ -71,7 +75,8 @@ def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_
     named = _tokens(tokens)
     settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
                         require_report_token=not anonymous_reports, open_reads=reads == "open",
-                        max_inflight_reports=max_inflight_reports, max_body_bytes=max_body_mib * 1024 * 1024)
+                        max_inflight_reports=max_inflight_reports, max_body_bytes=max_body_mib * 1024 * 1024,
+                        metrics_expiry_s=metrics_expiry)
     if port == 0:  # gunicorn needs a concrete port to report
         with socket.socket() as s:
             s.bind((host, 0))

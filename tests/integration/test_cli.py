@@ -107,7 +107,7 @@ def test_overview_dashboard_covers_the_required_panels():
                    "stage_utilization_ratio", "input_rows_per_second", "processed_rows_per_second",
                    "batch_duration_seconds", "reporter_dropped_total"):
         assert f"spark_governor_{metric}" in exprs, metric
-    assert all('job="$job"' in e for _t, e in panel_queries(overview))
+    assert all('spark_job="$job"' in e for _t, e in panel_queries(overview))
     assert [v["name"] for v in overview["templating"]["list"]] == ["datasource", "job"]
 
 

@@ -68,7 +68,8 @@ def test_decisions_dashboard_is_a_valid_dashboard(dashboard):
         refs = [t["refId"] for t in p["targets"]]
         assert refs and len(set(refs)) == len(refs), p["title"]
         for t in p["targets"]:
-            assert t["datasource"] == DATASOURCE and 'job="$job"' in t["expr"], (p["title"], t)
+            assert t["datasource"] == DATASOURCE and 'spark_job="$job"' in t["expr"], (p["title"], t)
+            assert "{job=" not in t["expr"] and " job=" not in t["expr"], (p["title"], t)
     (table,) = [p for p in panels if p["type"] == "table"]
     (t,) = table["targets"]
     assert t["instant"] is True and t["format"] == "table" and "by (policy, knob, status)" in t["expr"]
@@ -83,7 +84,8 @@ def test_decisions_dashboard_is_a_valid_dashboard(dashboard):
     queried = [a for a in annotations if a.get("expr")]
     assert len(queried) >= 3 and len({a["name"] for a in queried}) == len(queried)
     for a in queried:
-        assert a["datasource"] == DATASOURCE and a["enable"] is True and 'job="$job"' in a["expr"], a["name"]
+        assert a["datasource"] == DATASOURCE and a["enable"] is True and 'spark_job="$job"' in a["expr"], a["name"]
+        assert "{job=" not in a["expr"], a["name"]
         assert a["iconColor"] and a["titleFormat"], a["name"]
     assert any("changes(spark_governor_directive_version" in a["expr"] for a in queried)
     assert any("spark_governor_knob_held" in a["expr"] for a in queried)
@@ -139,7 +141,7 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
     query, samples = PromQL(prom).query, PromQL(prom).samples
 
     # Prometheus sees the job before any decision, so it sees directives and holds change
-    wait_for(lambda: samples(f'spark_governor_executors{{job="{JOB}"}}') >= 2, 60, what="scrapes before decisions")
+    wait_for(lambda: samples(f'spark_governor_executors{{spark_job="{JOB}"}}') >= 2, 60, what="scrapes before decisions")
     cfg = {"trigger_interval_s": 2.0, "scaling_interval_s": 1.0, "effectiveness_intervals": 1,
            "max_ineffective_scale_ups": 2, "max_value": 50}
     r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold?register=true", headers=AUTH, timeout=10,
@@ -158,7 +160,7 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
 
         wait_for(held, 60, what="executors held after ineffective scale-ups")
         # enough scrapes after the hold for rate() and the annotations' change detection
-        held_scrapes = f'sum_over_time(spark_governor_knob_held{{job="{JOB}"}}[1m])'  # the gauge is 0 or 1
+        held_scrapes = f'sum_over_time(spark_governor_knob_held{{spark_job="{JOB}"}}[1m])'  # the gauge is 0 or 1
         wait_for(lambda: any(float(r["value"][1]) >= 3 for r in query(held_scrapes)), 60, what="three scrapes held")
     finally:
         feeder.stopped.set()
@@ -173,8 +175,13 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
     variables = {"job": JOB, "datasource": "prometheus"}
     empty = []
     for title, expr in panel_queries(dashboard):
-        if not query(render_expr(expr, variables)):
+        result = query(render_expr(expr, variables))
+        if not result:
             empty.append(f"{title}: {expr}")
+        # scraped without honor_labels: Prometheus's job is the scrape job's, ours is spark_job
+        for series in result:
+            assert series["metric"].get("spark_job", JOB) == JOB and "exported_job" not in series["metric"], series
+            assert series["metric"].get("job", "spark-governor") == "spark-governor", series
     assert not empty, "panels without data:\n" + "\n".join(empty)
 
     # what the panels show is what happened
@@ -195,7 +202,9 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
             silent.append(f"{name}: {expr}")
     assert not silent, "annotations that never fired:\n" + "\n".join(silent)
 
-    # the job variable's query (label_values(spark_governor_tasks_ingested_total, job))
-    r = requests.get(f"{prom}/api/v1/label/job/values", params={"match[]": "spark_governor_tasks_ingested_total"},
-                     timeout=5)
-    assert JOB in r.json()["data"]
+    # the job variable's query (label_values(spark_governor_tasks_ingested_total, spark_job))
+    (var,) = [v for v in dashboard["templating"]["list"] if v["name"] == "job"]
+    assert var["query"]["query"] == "label_values(spark_governor_tasks_ingested_total, spark_job)"
+    r = requests.get(f"{prom}/api/v1/label/spark_job/values",
+                     params={"match[]": "spark_governor_tasks_ingested_total"}, timeout=5)
+    assert r.json()["data"] == [JOB]

@@ -123,10 +123,10 @@ def test_a_long_batch_is_seen_violating_the_bound_and_scaled_out_before_it_compl
         assert "before it completes" in up["reason"]
         metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
         age = [line for line in metrics.splitlines()
-               if line.startswith(f'spark_governor_running_batch_age_seconds{{job="{job}"}}')]
+               if line.startswith("spark_governor_running_batch_age_seconds{") and f'spark_job="{job}"' in line]
         assert age and float(age[0].split()[-1]) * 1000 > BOUND_MS
         attainment = [line for line in metrics.splitlines()
-                      if line.startswith("spark_governor_constraint_attainment_ratio") and f'job="{job}"' in line]
+                      if line.startswith("spark_governor_constraint_attainment_ratio") and f'spark_job="{job}"' in line]
         assert attainment and float(attainment[0].split()[-1]) < 1.0
     finally:
         release.set()
@@ -172,8 +172,9 @@ def test_an_idle_query_is_reported_idle_not_stuck_and_not_scaled(spark, plane, t
         assert not [d for d in decisions(plane, job) if d["created_ms"] >= quiet_since * 1000
                     and d["new_value"] > (d["old_value"] or 0)]
         metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
-        assert f'spark_governor_queries{{job="{job}",state="idle"}} 1.0' in metrics
-        assert f'spark_governor_running_batch_age_seconds{{job="{job}"}} 0.0' in metrics
+        assert f'spark_governor_queries{{spark_job="{job}",state="idle"}} 1.0' in metrics
+        assert any(line.startswith("spark_governor_running_batch_age_seconds{") and line.endswith(f'spark_job="{job}"}} 0.0')
+                   for line in metrics.splitlines())
     finally:
         query.stop()
         handle.detach(flush_timeout_s=10)

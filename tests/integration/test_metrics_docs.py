@@ -10,18 +10,23 @@ Two sources of truth, both compared with the page's table:
   a latency constraint, a policy, and decisions, directives and knob states written through the
   control plane's own repository and acknowledged by a report, so that every family has samples.
 
-The page must also not list a metric the code does not define.
+The page must also not list a metric the code does not define, and its table of label values must list
+exactly the labels that the metrics carry (``spark_job`` and ``query``, never Prometheus's own ``job``).
 """
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
+
+from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "metrics.md"
@@ -64,6 +69,19 @@ def documented() -> dict[str, dict]:
         rows[name] = {"type": cells[1], "labels": set(re.findall(r"`(\w+)`", cells[2])), "unit": cells[3]}
     assert rows, f"no metric table found in {DOC}"
     return rows
+
+
+def documented_label_values() -> set[str]:
+    """The labels of the table ``| label | values |`` under ``## Label values``."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## Label values", 1)[1].split("\n## ", 1)[0]
+    labels = set()
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and re.fullmatch(r"`\w+`", cells[0]):
+            labels.add(cells[0].strip("`"))
+    assert labels, f"no label table found in {DOC}"
+    return labels
 
 
 # -- the code ----------------------------------------------------------------------------------
@@ -279,11 +297,9 @@ def _decide(engine, now_ms: int) -> None:
         repo.save_knob_history(conn, job_id, "executors", KnobHistory(now_ms - 20_000, 1, 1, False))
 
 
-def test_every_exported_metric_and_label_is_documented(start_plane):
-    docs = documented()
-    code = defined_in_code()
-
-    # live exposition of a control plane with data for every family
+def populated_metrics(start_plane) -> str:
+    """``GET /metrics`` of a real in-process control plane with data for every metric family (see the module
+    docstring)."""
     plane = start_plane(TOKEN)
     now_ms = int(time.time() * 1000)
     r = requests.post(f"{plane.url}/api/v1/reports", json=_report(now_ms, 1), timeout=10)
@@ -298,7 +314,15 @@ def test_every_exported_metric_and_label_is_documented(start_plane):
     acks = [{"knob": k, "version": 1, "status": "applied"} for k in ("executors", "batch_interval", "partition_plan")]
     r = requests.post(f"{plane.url}/api/v1/reports", json=_report(now_ms, 2, acks, with_data=False), timeout=10)
     assert r.status_code == 200, r.text
-    text = requests.get(f"{plane.url}/metrics", timeout=10).text
+    r = requests.get(f"{plane.url}/metrics", timeout=10)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def test_every_exported_metric_and_label_is_documented(start_plane):
+    docs = documented()
+    code = defined_in_code()
+    text = populated_metrics(start_plane)  # live exposition of a control plane with data for every family
 
     live: dict[str, dict] = {}
     for fam in text_string_to_metric_families(text):
@@ -331,6 +355,28 @@ def test_every_exported_metric_and_label_is_documented(start_plane):
     assert not extra, f"{DOC.relative_to(ROOT)} lists labels the code does not set: {extra}"
     assert all(docs[n]["unit"] for n in docs), "every metric needs a unit (– for none)"
 
+    # every label that appears (in the code, on /metrics, in the tables) has its row of values, and no other
+    used = set().union(*(m["labels"] for m in (*code.values(), *live.values(), *docs.values())))
+    values = documented_label_values()
+    assert used == values, (f"labels without a row in the label values table: {sorted(used - values)}; "
+                            f"rows for labels no metric has: {sorted(values - used)}")
+    # Prometheus's target labels are never exported (a scrape without honor_labels would rename them)
+    assert not used & {"job", "instance"}, sorted(used & {"job", "instance"})
+    assert "spark_job" in live[exported_name("spark_governor_tasks_ingested", "counter")]["labels"]
+
     # the data above reaches every family the code defines, so the live labels were checked for all of them
     silent = sorted(n for n in code if n not in live or not live[n]["samples"])
     assert not silent, f"families without samples on the test's control plane (give the test data for them): {silent}"
+
+
+def test_promtool_finds_no_problem_in_the_exposition(start_plane):
+    """``promtool check metrics`` (Prometheus's own linter) over the populated ``/metrics``: it exits non-zero on
+    an exposition it cannot parse and prints one line per lint problem (naming, units, counters without
+    ``_total``, ...); either fails the test."""
+    promtool = shutil.which("promtool")
+    require(promtool is not None, "promtool (Debian package prometheus)")
+    text = populated_metrics(start_plane)
+    assert "spark_job=" in text and 'query="q1"' in text  # the test covers the identity labels
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    complaints = (r.stdout + r.stderr).strip()
+    assert r.returncode == 0 and not complaints, f"promtool check metrics (exit {r.returncode}):\n{complaints}"

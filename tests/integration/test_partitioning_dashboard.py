@@ -52,17 +52,18 @@ def test_partitioning_dashboard_is_a_valid_dashboard(dashboard):
         cells |= mine
         assert p["datasource"] == DATASOURCE
         for t in p["targets"]:
-            assert t["datasource"] == DATASOURCE and 'job="$job"' in t["expr"], (p["title"], t)
+            assert t["datasource"] == DATASOURCE and 'spark_job="$job"' in t["expr"], (p["title"], t)
+            assert "{job=" not in t["expr"], (p["title"], t)
     exprs = " ".join(e for _t, e in panel_queries(dashboard))
     for metric in METRICS:
         assert f"spark_governor_partition_{metric}" in exprs, metric
     queried = [a for a in dashboard["annotations"]["list"] if a.get("expr")]
-    assert len(queried) >= 2 and all('job="$job"' in a["expr"] for a in queried)
+    assert len(queried) >= 2 and all('spark_job="$job"' in a["expr"] and "{job=" not in a["expr"] for a in queried)
 
 
 def _scrapes_at_least(query, p: int) -> int:
     """Scrapes in the last minute that saw at least ``p`` Map blocks."""
-    result = query(f'count_over_time((spark_governor_partition_blocks{{job="{JOB}"}} >= {p})[1m:])')
+    result = query(f'count_over_time((spark_governor_partition_blocks{{spark_job="{JOB}"}} >= {p})[1m:])')
     return int(float(result[0]["value"][1])) if result else 0
 
 
@@ -110,7 +111,7 @@ def test_prometheus_evaluates_every_partitioning_panel_and_annotation(dashboard,
 
     query, samples = PromQL(prom).query, PromQL(prom).samples
 
-    wait_for(lambda: samples(f'spark_governor_partition_blocks{{job="{JOB}"}}') >= 2, 60, what="scrapes before plans")
+    wait_for(lambda: samples(f'spark_governor_partition_blocks{{spark_job="{JOB}"}}') >= 2, 60, what="scrapes before plans")
     r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/prompt?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": {"trigger_interval_s": 2.0, "d": 2, "p_max": 7}})
     assert r.status_code == 200, r.text
@@ -125,7 +126,15 @@ def test_prometheus_evaluates_every_partitioning_panel_and_annotation(dashboard,
     assert feeder.error is None, feeder.error
 
     variables = {"job": JOB, "datasource": "prometheus"}
-    empty = [f"{t}: {e}" for t, e in panel_queries(dashboard) if not query(render_expr(e, variables))]
+    empty = []
+    for title, expr in panel_queries(dashboard):  # panel by panel
+        result = query(render_expr(expr, variables))
+        if not result:
+            empty.append(f"{title}: {expr}")
+        # scraped without honor_labels: Prometheus's job is the scrape job's, ours is spark_job
+        for series in result:
+            assert series["metric"].get("spark_job", JOB) == JOB and "exported_job" not in series["metric"], series
+            assert series["metric"].get("job", "spark-governor") == "spark-governor", series
     assert not empty, "panels without data:\n" + "\n".join(empty)
     # what the panels show is what happened
     blocks = next(p for p in dashboard["panels"] if p["title"] == "Tuples per Map block")

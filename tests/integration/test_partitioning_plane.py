@@ -109,11 +109,11 @@ def test_prompt_policy_plans_the_next_batch_and_scales_out(app):
     assert client.get("/api/v1/jobs/nope/partitioning").status_code == 404
     # /metrics
     text = client.get("/metrics").data.decode()
-    assert 'spark_governor_partition_max_mean_load{job="job-p"} 1.0004' in text
-    assert 'spark_governor_partition_block_tuples{block="0",job="job-p"}' in text
-    assert 'spark_governor_partition_batches_total{job="job-p"} 4.0' in text
-    assert 'spark_governor_partition_predicted_max_mean_load{job="job-p",policy="prompt"}' in text
-    assert 'spark_governor_partition_batch_seconds{job="job-p"} 1.98' in text
+    assert 'spark_governor_partition_max_mean_load{spark_job="job-p"} 1.0004' in text
+    assert 'spark_governor_partition_block_tuples{block="0",spark_job="job-p"}' in text
+    assert 'spark_governor_partition_batches_total{spark_job="job-p"} 4.0' in text
+    assert 'spark_governor_partition_predicted_max_mean_load{policy="prompt",spark_job="job-p"}' in text
+    assert 'spark_governor_partition_batch_seconds{spark_job="job-p"} 1.98' in text
 
 
 def test_policy_without_statistics_does_nothing(app):

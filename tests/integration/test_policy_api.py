@@ -239,7 +239,7 @@ def test_ineffective_scale_ups_are_held(app, client, engine):
     events = client.get("/api/v1/jobs/job-a/events").json["events"]
     assert any(e["kind"] == "hold" for e in events)
     metrics = client.get("/metrics").get_data(as_text=True)
-    assert 'spark_governor_knob_held{job="job-a",knob="executors"} 1.0' in metrics
+    assert 'spark_governor_knob_held{knob="executors",spark_job="job-a"} 1.0' in metrics
 
 
 # -- third-party policies ---------------------------------------------------------------------

@@ -72,7 +72,7 @@ def test_one_bad_constraint_does_not_break_metrics_for_the_others(client, engine
                                                         span_s=0.0001, event_time_metric=True, updated_ms=0))
     r = client.get("/metrics")
     assert r.status_code == 200
-    assert 'spark_governor_constraint_bound_seconds{constraint="ok",job="job-b"}' in r.get_data(as_text=True)
+    assert 'spark_governor_constraint_bound_seconds{constraint="ok",spark_job="job-b"}' in r.get_data(as_text=True)
 
 
 def test_database_sized_integers_and_sums_do_not_overflow(client, engine):

@@ -163,8 +163,8 @@ def test_prometheus_evaluates_every_dashboard_panel(fed, prometheus_factory):
     query = PromQL(prom).query
 
     # wait for enough scrapes for rate() over 1m windows
-    wait_for(lambda: len(query(f'count_over_time(spark_governor_job_slots{{job="{JOB}"}}[1m])')) == 1
-             and float(query(f'count_over_time(spark_governor_job_slots{{job="{JOB}"}}[1m])')[0]["value"][1]) >= 3,
+    wait_for(lambda: len(query(f'count_over_time(spark_governor_job_slots{{spark_job="{JOB}"}}[1m])')) == 1
+             and float(query(f'count_over_time(spark_governor_job_slots{{spark_job="{JOB}"}}[1m])')[0]["value"][1]) >= 3,
              60, what="three scrapes")
     queries = [(d["title"], title, expr) for d in load_all() if d["uid"] == "spark-governor-job-overview"
                for title, expr in panel_queries(d)]  # the decisions dashboard: tests/test_decisions_dashboard.py
@@ -176,4 +176,4 @@ def test_prometheus_evaluates_every_dashboard_panel(fed, prometheus_factory):
             empty.append(f"{dash} / {title}: {expr}")
     assert not empty, "panels without data:\n" + "\n".join(empty)
     # the template variable's query works too
-    assert JOB in [r["metric"]["job"] for r in query("spark_governor_tasks_ingested_total")]
+    assert JOB in [r["metric"]["spark_job"] for r in query("spark_governor_tasks_ingested_total")]

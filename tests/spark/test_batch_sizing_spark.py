@@ -99,8 +99,9 @@ def test_fixed_point_restabilizes_after_rate_step_and_matches_static_run(spark, 
         api = requests.get(f"{plane.url}/api/v1/jobs/{job}/batches", timeout=10).json()["batches"]
         assert any("batchInterval" in b["durations_ms"] and "triggerExecution" in b["durations_ms"] for b in api)
         metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
-        assert f'spark_governor_batch_interval_seconds{{job="{job}",source="directive"}}' in metrics
-        assert f'spark_governor_batch_processing_seconds{{job="{job}"}}' in metrics, directives
+        assert f'spark_governor_batch_interval_seconds{{source="directive",spark_job="{job}"}}' in metrics
+        assert any(line.startswith("spark_governor_batch_processing_seconds{") and f'spark_job="{job}"' in line
+                   for line in metrics.splitlines()), directives
     finally:
         query.stop()
         handle.detach()

@@ -190,7 +190,7 @@ def test_job_reports_statistics_and_applies_the_control_planes_plans(spark, star
     assert len(body["batches"]) == 4 and body["plan"]["policy"] == "prompt"
     assert body["batches"][-1]["source"] == "directive" and body["batches"][-1]["max_mean_load"] < 1.2
     metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
-    assert 'spark_governor_partition_batches_total{job="plan-job"} 4.0' in metrics
+    assert 'spark_governor_partition_batches_total{spark_job="plan-job"} 4.0' in metrics
 
 
 @pytest.mark.spark
