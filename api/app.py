@@ -24,6 +24,7 @@ from spark_governor.aggregators.directives import current_directives
 from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict, ingest_report
 from spark_governor.api import auth
 from spark_governor.api.constraints_api import build_constraints_blueprint
+from spark_governor.api.health_api import build_health_blueprint
 from spark_governor.api.docs_ui import build_docs_blueprint
 from spark_governor.api.partitioning_api import build_partitioning_blueprint
 from spark_governor.api.governor import Governor
@@ -114,6 +115,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))
     app.register_blueprint(build_partitioning_blueprint(engine))
     app.register_blueprint(build_docs_blueprint())
+    app.register_blueprint(build_health_blueprint(engine, settings.window_ms))
     auth.install_auth(app, engine, require_report_token=settings.require_report_token,
                       open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
     inflight = threading.BoundedSemaphore(settings.max_inflight_reports)

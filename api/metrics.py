@@ -320,6 +320,7 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     ``stopped_after_s`` seconds without a report (``aggregators.job_state``)."""
     from spark_governor.api.batch_interval_metrics import BatchIntervalCollector
     from spark_governor.api.constraint_metrics import ConstraintCollector
+    from spark_governor.api.health_metrics import HealthCollector
     from spark_governor.api.partition_metrics import PartitionCollector
 
     registry = CollectorRegistry()
@@ -329,4 +330,5 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     registry.register(ConstraintCollector(engine, window_ms, expiry_s))
     registry.register(PartitionCollector(engine, expiry_s))
     registry.register(BatchIntervalCollector(engine, expiry_s))
+    registry.register(HealthCollector(engine, window_ms, expiry_s, stopped_after_s))
     return registry, IngestMetrics(registry)

@@ -105,7 +105,7 @@ def test_overview_dashboard_covers_the_required_panels():
     exprs = " ".join(e for _t, e in panel_queries(overview))
     for metric in ("stage_service_time_seconds", "stage_task_latency_seconds", "stage_task_interarrival_cv",
                    "stage_utilization_ratio", "input_rows_per_second", "processed_rows_per_second",
-                   "batch_duration_seconds", "reporter_dropped_total"):
+                   "batch_duration_seconds", "reporter_dropped_total", "health"):
         assert f"spark_governor_{metric}" in exprs, metric
     assert all('spark_job="$job"' in e for _t, e in panel_queries(overview))
     assert [v["name"] for v in overview["templating"]["list"]] == ["datasource", "job"]
