@@ -1,7 +1,8 @@
 """``spark-governor demo``: what the product is for, in about a minute on a laptop.
 
-1. Start a control plane (``spark-governor serve``) in its own process, with an API token and a 5 s
-   evaluation interval.
+1. Start a control plane (``spark-governor serve``) in its own process, with a random API token (scope
+   admin, for the operator's requests), a random report token (scope ``report``, which the job's
+   ``attach()`` sends) and a 5 s evaluation interval.
 2. Through its HTTP API — as an operator would — declare a latency constraint on the example job
    (mean record latency ≤ ``bound_ms``) and enable the Kingman policy in **dry-run** mode (decisions
    recorded with their prediction, no directives sent to the job).
@@ -80,12 +81,14 @@ class _Api:
         return r.json()
 
 
-def _spawn_control_plane(db_url: str, port: int, token: str, log_path: Path) -> subprocess.Popen:
-    """``spark-governor serve`` in its own process (its log in ``log_path``); not waited for."""
-    env = dict(os.environ, SPARK_GOVERNOR_TOKENS=f"demo={token}")
+def _spawn_control_plane(db_url: str, port: int, token: str, report_token: str, log_path: Path) -> subprocess.Popen:
+    """``spark-governor serve`` in its own process (its log in ``log_path``); not waited for. ``token`` is the
+    operator's (admin), ``report_token`` the job's reporter's (scope report); both reach ``serve`` through its
+    environment, not its command line (which other local users can read)."""
+    env = dict(os.environ, SPARK_GOVERNOR_TOKENS=f"demo={token},demo-reporter:report={report_token}")
+    env.pop("SPARK_GOVERNOR_ANONYMOUS_REPORTS", None)
     with open(log_path, "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
-                                 "--anonymous-reports",  # the demo job's attach() sends no token (local only)
                                  "--evaluation-seconds", f"{EVALUATION_S:g}", "--window-seconds", f"{EVALUATION_S:g}"],
                                 stdout=subprocess.DEVNULL, stderr=log, env=env)
 
@@ -111,15 +114,16 @@ def run_demo(seconds: float = 60.0, rate: Optional[int] = None, keys: Optional[i
     defaults = DemoConfig()
     # sized for two cores; the reporters attach once the warm-up batches are done (their seconds would
     # read as an overload)
+    token, report_token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     cfg = DemoConfig.two_cores(job=JOB, endpoint=url, seconds=seconds, rows_per_second=rate or defaults.rows_per_second,
-                               keys=keys or defaults.keys, skew=defaults.skew if skew is None else skew)
-    token = secrets.token_urlsafe(16)
+                               keys=keys or defaults.keys, skew=defaults.skew if skew is None else skew,
+                               reporter_options={"token": report_token})
     out_path = Path(out_dir)
     out_path.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sg-demo-") as tmp:
         db_url = db_url or f"sqlite:///{Path(tmp) / 'demo.db'}"
         log_path = Path(tmp) / "control-plane.log"
-        proc = _spawn_control_plane(db_url, port, token, log_path)
+        proc = _spawn_control_plane(db_url, port, token, report_token, log_path)
         spark = None
         try:
             err(f"starting a control plane ({url}, {db_url}) and Spark ({cfg.master}) ...")
@@ -172,7 +176,9 @@ def run_demo(seconds: float = 60.0, rate: Optional[int] = None, keys: Optional[i
             err(f"job finished{stop}: {result.batches} micro-batches, {result.input_rows:,} rows in "
                 f"{result.wall_seconds:.0f} s; reporter: {rs.get('sent_records', 0)} records in "
                 f"{rs.get('sent_reports', 0)} reports, {rs.get('dropped', 0)} dropped, "
-                f"{rs.get('failed_posts', 0)} failed posts")
+                f"{rs.get('failed_posts', 0)} failed posts, {rs.get('rejected', 0)} rejected")
+            if rs.get("unauthorized"):
+                raise DemoError(f"the control plane refused the job's reports: {rs.get('last_error')}")
             outcome = _report(api, out_path, out, cfg, result, bound_ms)
         finally:
             if spark is not None:

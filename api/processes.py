@@ -5,6 +5,8 @@ Shared by the CLI (``spark-governor demo``), the benchmarks and the tests; it im
 """
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -59,13 +61,21 @@ def wait_healthy(url: str, timeout_s: float = 60.0, proc: subprocess.Popen | Non
         raise ProcessError(f"control plane at {url} not healthy after {timeout_s}s") from None
 
 
-def start_serve(db_url: str, port: int, stderr=subprocess.DEVNULL, timeout_s: float = 60.0) -> subprocess.Popen:
+def new_secret() -> str:
+    """A random token secret (192 bits, URL-safe: no ``,`` or ``=``, so it fits ``SPARK_GOVERNOR_TOKENS``)."""
+    return secrets.token_urlsafe(24)
+
+
+def start_serve(db_url: str, port: int, *, report_token: str, stderr=subprocess.DEVNULL,
+                timeout_s: float = 60.0) -> subprocess.Popen:
     """Run ``spark-governor serve`` on 127.0.0.1:``port`` in its own process and wait until it is healthy (it is
-    stopped again if it does not come up)."""
-    # a local plane for benchmarks: reporters attach without a token
-    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url,
-                             "--anonymous-reports"],
-                            stdout=subprocess.DEVNULL, stderr=stderr)
+    stopped again if it does not come up). Reports need ``report_token`` (a token ``reporter`` with the ``report``
+    scope, e.g. :func:`new_secret`), as in production; it reaches ``serve`` through the environment, not the
+    command line."""
+    env = dict(os.environ, SPARK_GOVERNOR_TOKENS=f"reporter:report={report_token}")
+    env.pop("SPARK_GOVERNOR_ANONYMOUS_REPORTS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db", db_url],
+                            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", timeout_s, proc=proc)
     except BaseException:

@@ -23,7 +23,7 @@ from typing import Callable
 
 import requests
 
-from spark_governor.api.processes import free_port, start_serve, stop_process
+from spark_governor.api.processes import free_port, new_secret, start_serve, stop_process
 from spark_governor.bench.reports import gz, make_report
 
 OVERHEAD_TARGET = 0.03
@@ -36,16 +36,18 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure_ingest(url: str, pid: int, total_tasks: int, tasks_per_report: int = 2000) -> dict:
+def measure_ingest(url: str, pid: int, total_tasks: int, tasks_per_report: int = 2000,
+                   token: str | None = None) -> dict:
     bodies = [gz(make_report(job="bench-ingest", n_tasks=tasks_per_report, seq=i + 1, reporter_id="bench",
                              partitions=64, templates=("t-scan", "t-agg", "t-sink"), seed=i,
                              start_ms=1_700_000_000_000 + i * 5_000))
               for i in range(max(1, total_tasks // tasks_per_report))]
     session = requests.Session()
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
     cpu0, t0 = _cpu_seconds(pid), time.perf_counter()
     for body in bodies:
         r = session.post(url + "/api/v1/reports", data=body,
-                         headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}, timeout=60)
+                         headers={"Content-Type": "application/json", "Content-Encoding": "gzip", **auth}, timeout=60)
         r.raise_for_status()
     wall, cpu = time.perf_counter() - t0, _cpu_seconds(pid) - cpu0
     n = len(bodies) * tasks_per_report
@@ -59,7 +61,8 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
     with tempfile.TemporaryDirectory(prefix="sg-bench-") as tmp:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        plane = start_serve(f"sqlite:///{tmp}/bench.db", port)
+        token = new_secret()  # the reporters authenticate as in production (SPARK_GOVERNOR_TOKEN of the driver)
+        plane = start_serve(f"sqlite:///{tmp}/bench.db", port, report_token=token)
         try:
             samples = {"without": [], "with": [], "jar": []}
             reporter_stats = []
@@ -70,7 +73,7 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
                     if variant != "without":
                         cmd += ["--endpoint", url] + (["--jar"] if variant == "jar" else [])
                     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                                         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+                                         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_GOVERNOR_TOKEN": token})
                     if out.returncode != 0:
                         raise RuntimeError(f"benchmark job failed: {out.stderr[-2000:]}")
                     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -84,10 +87,10 @@ def run_overhead_bench(runs: int = 3, batches: int = 30, rows: int = 20_000, ing
         finally:
             stop_process(plane)
         ingest_port = free_port()
-        ingest_plane = start_serve(f"sqlite:///{tmp}/ingest.db", ingest_port)
+        ingest_plane = start_serve(f"sqlite:///{tmp}/ingest.db", ingest_port, report_token=token)
         try:
             log(f"ingest: posting {ingest_tasks} task records ...")
-            ingest = measure_ingest(f"http://127.0.0.1:{ingest_port}", ingest_plane.pid, ingest_tasks)
+            ingest = measure_ingest(f"http://127.0.0.1:{ingest_port}", ingest_plane.pid, ingest_tasks, token=token)
         finally:
             stop_process(ingest_plane)
     med_without, med_with = statistics.median(samples["without"]), statistics.median(samples["with"])

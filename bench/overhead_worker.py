@@ -3,6 +3,8 @@
 Processes ``--batches`` micro-batches of ``--rows`` rows each, back to back (default trigger),
 with or without the reporters attached (``attach()``, or the JVM listener jar with ``--jar``: added by
 configuration only, as ``spark-submit --jars/--conf`` would), and prints JSON with per-batch durations (ms).
+Both reporters take their report token from the ``SPARK_GOVERNOR_TOKEN`` environment variable (set by
+``bench.overhead``).
 """
 from __future__ import annotations
 

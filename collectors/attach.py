@@ -21,19 +21,25 @@ It registers
 * a poll of the active queries' status and trigger (``query_status_poller``), which the reporter
   thread calls once a second, so a micro-batch that has not started a Spark job yet is seen running.
 
+Reports carry a reporter token (a control-plane token with the ``report`` scope; issue #16), found as the
+listener jar finds it (``reporter_token``): ``attach(..., token=...)``, else the Spark conf
+``spark.governor.token``, else the file named by ``spark.governor.tokenFile`` (e.g. a mounted Kubernetes
+Secret), else the driver's ``SPARK_GOVERNOR_TOKEN`` environment variable. It is never logged.
+
 Classic (py4j) PySpark only: Spark Connect has no driver-side listener API for Python.
 """
 from __future__ import annotations
 
 import atexit
-import logging
-from dataclasses import dataclass
 import json
-from typing import Any, Callable, Optional
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
 from spark_governor.collectors.appliers import ExecutorApplier
 from spark_governor.collectors.events import EventTranslator, parse_concatenated
-from spark_governor.collectors.reporter import Reporter
+from spark_governor.collectors.reporter import Reporter, check_token
 
 log = logging.getLogger("spark_governor.attach")
 
@@ -223,6 +229,31 @@ def jvm_proxy(gateway, obj: Any):
     return holder.get(0)
 
 
+def reporter_token(token: Optional[str], conf_get: Callable[[str, Optional[str]], Optional[str]],
+                   environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """The reporter token, in the listener jar's order: ``token``, else the conf ``spark.governor.token``, else the
+    content of the file named by ``spark.governor.tokenFile`` (surrounding whitespace removed), else
+    ``environ["SPARK_GOVERNOR_TOKEN"]``; None when none is set. ``conf_get(key, default)`` reads the Spark conf
+    (``SparkConf.get``). ValueError naming the setting when the file cannot be read or the token is unusable; the
+    token itself is never part of a message."""
+    found = check_token(token)
+    if found is None:
+        found = check_token(conf_get("spark.governor.token", None) or None)
+    if found is None:
+        path = (conf_get("spark.governor.tokenFile", None) or "").strip()
+        if path:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    found = check_token(f.read())
+            except OSError as exc:
+                raise ValueError(f"spark.governor.tokenFile: cannot read {path}: {exc.strerror or exc}") from None
+            if found is None:
+                raise ValueError(f"spark.governor.tokenFile: {path} is empty")
+    if found is None:
+        found = check_token(environ.get("SPARK_GOVERNOR_TOKEN") or None)
+    return found
+
+
 @dataclass
 class Attachment:
     """What ``attach`` registered; ``detach()`` removes the listeners and flushes the reporter."""
@@ -259,8 +290,13 @@ class Attachment:
 
 
 def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
-           **reporter_options: Any) -> Attachment:
+           token: Optional[str] = None, **reporter_options: Any) -> Attachment:
     """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
+
+    ``token``: the reporter token (a control-plane token with the ``report`` scope); when None it is read
+    from the conf ``spark.governor.token``, the file named by ``spark.governor.tokenFile`` or the environment
+    variable ``SPARK_GOVERNOR_TOKEN`` (``reporter_token``). Without one, a control plane that requires report
+    tokens refuses the reports (counted in ``reporter.unauthorized``, logged once).
 
     ``appliers`` maps further knobs (``batch_interval``, ``partition_plan``, ``exchanges``) to
     job-side appliers (``collectors.appliers``); the executor applier is always installed.
@@ -271,6 +307,8 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     from pyspark.java_gateway import ensure_callback_server_started
 
     sc = spark.sparkContext
+    conf = sc.getConf()
+    secret = reporter_token(token, conf.get)  # before anything is registered: a bad setting fails cleanly
     gateway = sc._gateway
     ensure_callback_server_started(gateway)
     task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
@@ -284,7 +322,8 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
-                        query_status=query_status_poller(spark._jsparkSession), **reporter_options).start()
+                        query_status=query_status_poller(spark._jsparkSession), token=secret,
+                        **reporter_options).start()
     listener = jvm_proxy(gateway, PySparkListener(reporter))
     sc._jsc.sc().addSparkListener(listener)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(

@@ -7,10 +7,22 @@ Guarantees towards the Spark job (issue #2):
 * One daemon thread converts raw listener events into wire records (calling Spark's
   ``JsonProtocol`` over py4j *here*, not on Spark's listener-bus thread), and POSTs batches of
   records every ``flush_interval_s`` seconds to ``{endpoint}/api/v1/reports``.
-* A batch that failed (connection refused, timeout, 5xx) is retried unchanged (same ``seq``, so
-  ingest is idempotent) with exponential backoff; meanwhile new records keep queueing and the
-  oldest are dropped when the outbox is full. A batch the server refuses with 4xx is discarded
-  and counted in ``rejected``.
+* Each POST has a total deadline (``post_deadline_s``, 10 s; ``collectors.http_post``): a server that
+  accepts and never answers, or answers a byte every few seconds, costs the sending thread at most
+  that long, and the post counts as failed (``failed_posts``, ``last_error``).
+* A batch that failed (connection refused, deadline, 5xx, 429) is retried unchanged (same ``seq``, so
+  ingest is idempotent) with exponential backoff (a ``Retry-After`` of 429/503 is honoured, at most
+  ``backoff_max_s``), at most ``max_retries`` times (5); then it is dropped (its records counted in
+  ``dropped``, the report in ``dropped_reports``) and what is queued behind it is sent, so one report
+  the server cannot store never stops a job's reporting (issue #16). Meanwhile new records keep
+  queueing and the oldest are dropped when the outbox is full. A batch the server refuses with
+  another 4xx is discarded and counted in ``rejected``; 401/403 (missing, invalid or insufficient
+  token) also in ``unauthorized``, logged once.
+* The reporter token (``token=``, a control-plane token with the ``report`` scope) is sent as
+  ``Authorization: Bearer <token>``; it is never logged and not part of ``repr``/``stats``.
+* A report holds at most the wire's per-report maxima (``policies.wire``: ``MAX_TASKS_PER_REPORT`` tasks,
+  ``MAX_ITEMS_PER_REPORT`` stages/batches, ``MAX_PARTITION_RECORDS`` partition records); more queued
+  records go out in further reports straight away.
 * Cumulative counters (``dropped_total``, ``orphaned_total``) travel in every report, so drops
   that happened while the control plane was down are reported as soon as it is back.
 * Every report carries the state of each streaming query (``collectors.query_state``: the running
@@ -22,22 +34,74 @@ Guarantees towards the Spark job (issue #2):
 """
 from __future__ import annotations
 
+import email.utils
 import gzip
 import json
 import logging
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Callable, Optional
 
-import requests
-
 from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events
+from spark_governor.collectors.http_post import DeadlinePoster, PostError
 from spark_governor.collectors.query_state import QueryTracker
-from spark_governor.policies.wire import MAX_PARTITION_RECORDS, SCHEMA_VERSION, validate_job_name
+from spark_governor.policies.wire import (MAX_ITEMS_PER_REPORT, MAX_PARTITION_RECORDS, MAX_TASKS_PER_REPORT,
+                                          SCHEMA_VERSION, validate_job_name)
 
 log = logging.getLogger("spark_governor.reporter")
+
+#: statuses after which a report is sent again (bounded by ``max_retries``); other 4xx discard it
+RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
+
+
+class Secret:
+    """A secret string that does not show itself: ``repr``/``str`` give ``'***'``; ``reveal()`` the value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+def check_token(token: Optional[str]) -> Optional[str]:
+    """The token stripped, None when empty; ValueError (naming ``token``, not showing it) when it cannot be sent
+    in an HTTP header."""
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        raise ValueError(f"token: expected a string (got {type(token).__name__})")
+    token = token.strip()
+    if not token:
+        return None
+    if any(c.isspace() or ord(c) < 0x21 or ord(c) > 0x7e for c in token):
+        raise ValueError("token: contains whitespace or characters that cannot be sent in an HTTP header")
+    return token
+
+
+def retry_after_s(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent or invalid."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class Reporter:
@@ -56,6 +120,11 @@ class Reporter:
         read_timeout_s: float = 5.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        max_retries: int = 5,
+        post_deadline_s: float = 10.0,
+        token: Optional[str] = None,
+        ssl_context: Any = None,
+        max_tasks_per_report: int = MAX_TASKS_PER_REPORT,
         decode_events: Optional[Callable[[list], list]] = None,
         decode_progress: Optional[Callable[[list], list]] = None,
         translator: Optional[EventTranslator] = None,
@@ -69,12 +138,27 @@ class Reporter:
     ) -> None:
         self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
+        if max_retries < 0:
+            raise ValueError(f"max_retries: expected 0 or more (got {max_retries})")
+        if not post_deadline_s > 0:
+            raise ValueError(f"post_deadline_s: expected seconds > 0 (got {post_deadline_s})")
         self.max_batch = max_batch
         self.flush_interval_s = flush_interval_s
         self.heartbeat_s = heartbeat_s
         self.timeout = (connect_timeout_s, read_timeout_s)
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
+        self.max_retries = max_retries  # sends of one report after its first, before it is dropped
+        self.post_deadline_s = post_deadline_s  # seconds, the whole of one POST
+        token = check_token(token)
+        self._token: Optional[Secret] = Secret(token) if token else None
+        self._poster = DeadlinePoster(self.url, deadline_s=post_deadline_s, connect_timeout_s=connect_timeout_s,
+                                      read_timeout_s=read_timeout_s, ssl_context=ssl_context)
+        # per-report maxima of the wire (the server rejects larger reports with 400)
+        self._limits = {"task": max(1, min(max_tasks_per_report, MAX_TASKS_PER_REPORT)),
+                        "stage": MAX_ITEMS_PER_REPORT, "batch": MAX_ITEMS_PER_REPORT,
+                        "partition": MAX_PARTITION_RECORDS}
+        self._more = False  # the last report was cut at a per-report maximum: send the next one at once
         self.decode_events = decode_events or decode_json_events
         self.decode_progress = decode_progress or decode_json_events
         self.decode_query = decode_query or decode_query_events
@@ -86,9 +170,10 @@ class Reporter:
         self.id = uuid.uuid4().hex
         self._raw: deque = deque(maxlen=max_queue)
         self._outbox: deque = deque(maxlen=max_queue)
-        self._pending: Optional[tuple[int, bytes, int]] = None  # (seq, gzip body, records)
+        self._pending: Optional[tuple[int, bytes, int, list]] = None  # (seq, gzip body, records, acks)
+        self._attempts = 0  # failed sends of the pending report
+        self._outage = False  # the last send failed (logged once per outage)
         self._seq = 0
-        self._session = requests.Session()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -98,6 +183,9 @@ class Reporter:
         self.sent_reports = 0
         self.failed_posts = 0
         self.rejected = 0
+        self.unauthorized = 0  # of rejected: 401/403 (missing, invalid or insufficient token)
+        self.dropped_reports = 0  # reports given up after max_retries (their records are in dropped)
+        self._auth_logged = False
         self.conversion_errors = 0
         self.last_error: Optional[str] = None
         self.directives: list = []  # latest directives returned by the control plane
@@ -137,14 +225,26 @@ class Reporter:
         return self
 
     def stop(self, flush_timeout_s: float = 5.0) -> None:
-        """Stop the thread after one last conversion and send attempt (bounded by the timeout)."""
+        """Stop the thread after one last conversion and send attempts, within ``flush_timeout_s`` seconds
+        plus at most 1 s: the last posts get only the time left, and a post still running at the end is
+        aborted (its socket shut down). Afterwards the thread is gone (unless it is stuck in a py4j call
+        into a dead JVM, which no Python code can interrupt)."""
         if self._thread is None:
             return
-        self._final_deadline = time.monotonic() + flush_timeout_s
+        end = time.monotonic() + max(0.0, flush_timeout_s)
+        self._final_deadline = end
         self._stop.set()
         self._wake.set()
-        self._thread.join(flush_timeout_s + sum(self.timeout) + 1)
+        self._thread.join(max(0.0, end - time.monotonic()))
+        if self._thread.is_alive():
+            self._poster.abort()
+            self._thread.join(1.0)
+        self._poster.close()
         self._thread = None
+
+    def __repr__(self) -> str:
+        return (f"Reporter(job={self.job!r}, url={self.url!r}, id={self.id!r}, "
+                f"token={'set' if self._token else 'none'})")
 
     def stats(self) -> dict:
         return {
@@ -155,6 +255,8 @@ class Reporter:
             "sent_reports": self.sent_reports,
             "failed_posts": self.failed_posts,
             "rejected": self.rejected,
+            "unauthorized": self.unauthorized,
+            "dropped_reports": self.dropped_reports,
             "conversion_errors": self.conversion_errors,
             "last_error": self.last_error,
         }
@@ -195,16 +297,24 @@ class Reporter:
             state_due = self.queries.active() and now - last_ack >= self.state_interval_s
             if due and (self._pending or self._outbox or self._acks or now - last_ack >= self.heartbeat_s
                         or state_due or stopping):
-                ok = self._send_once()
+                deadline_s = self.post_deadline_s
+                if stopping:
+                    deadline_s = min(deadline_s, getattr(self, "_final_deadline", now) - now)
+                ok, wait_s = self._send_once(deadline_s)
+                now = time.monotonic()
                 if ok:
-                    last_ack = time.monotonic()
+                    last_ack = now
                     backoff = self.backoff_initial_s
                     # keep sending while a full batch is waiting
-                    next_send = now if len(self._outbox) >= self.max_batch else now + self._interval()
-                    if stopping and (self._outbox or self._raw):
+                    full = self._more or len(self._outbox) >= self.max_batch
+                    next_send = now if full else now + self._interval()
+                    if stopping and (self._outbox or self._raw or self._more):
                         continue
+                elif self._pending is None:  # given up after max_retries: what is queued behind goes next
+                    backoff = self.backoff_initial_s
+                    next_send = now + (backoff if wait_s is None else min(wait_s, self.backoff_max_s))
                 else:
-                    next_send = now + backoff
+                    next_send = now + (backoff if wait_s is None else min(wait_s, self.backoff_max_s))
                     backoff = min(self.backoff_max_s, backoff * 2)
             elif due:
                 next_send = now + self._interval()
@@ -272,8 +382,23 @@ class Reporter:
             self.last_error = f"conversion: {exc!r}"[:500]
             return [None] * len(raw)
 
+    def _take(self) -> list:
+        """Records for the next report, in queue order: at most ``max_batch``, cut before the first record whose
+        kind has reached its per-report maximum (that one and the rest go in the next report, at once)."""
+        items: list = []
+        counts: Counter = Counter()
+        self._more = False
+        while self._outbox and len(items) < self.max_batch:
+            kind = self._outbox[0][0]
+            if counts[kind] >= self._limits.get(kind, self.max_batch):
+                self._more = True
+                break
+            items.append(self._outbox.popleft())
+            counts[kind] += 1
+        return items
+
     def _build_pending(self) -> None:
-        items = [self._outbox.popleft() for _ in range(min(self.max_batch, len(self._outbox)))]
+        items = self._take()
         body: dict[str, Any] = {"templates": [], "stages": [], "tasks": [], "batches": []}
         plural = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions"}
         keys = set()
@@ -281,10 +406,6 @@ class Reporter:
             body.setdefault(plural[kind], []).append(rec)
             if "template_key" in rec:
                 keys.add(rec["template_key"])
-        extra = body.get("partitions", [])[MAX_PARTITION_RECORDS:]
-        if extra:  # the rest waits for the next report (the wire bounds partition records per report)
-            del body["partitions"][MAX_PARTITION_RECORDS:]
-            self._outbox.extendleft(("partition", rec) for rec in reversed(extra))
         for key in sorted(keys):
             t = self.translator.known_templates.get(key)
             if t is not None:
@@ -330,37 +451,95 @@ class Reporter:
             **body,
         }
         raw = json.dumps(report, separators=(",", ":")).encode()
-        self._pending = (self._seq, gzip.compress(raw, compresslevel=1), len(items))
+        self._pending = (self._seq, gzip.compress(raw, compresslevel=1), len(items), acks)
 
-    def _send_once(self) -> bool:
+    def _headers(self) -> dict:
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        if self._token is not None:
+            headers["Authorization"] = "Bearer " + self._token.reveal()
+        return headers
+
+    def _send_once(self, deadline_s: Optional[float] = None) -> tuple[bool, Optional[float]]:
+        """POST the pending report (built if needed) within ``deadline_s`` seconds (default ``post_deadline_s``).
+        ``(True, None)`` when the report is done with (stored or rejected), ``(False, wait)`` when it failed:
+        ``wait`` the seconds a ``Retry-After`` asked for, else None."""
         if self._pending is None:
             self._build_pending()
-        seq, payload, n = self._pending
+        seq, payload, n, _acks = self._pending
         try:
-            resp = self._session.post(self.url, data=payload, timeout=self.timeout, headers={
-                "Content-Type": "application/json", "Content-Encoding": "gzip"})
-        except requests.RequestException as exc:
-            self.failed_posts += 1
-            self.last_error = f"post: {exc.__class__.__name__}"
-            return False
-        if resp.status_code >= 500:
-            self.failed_posts += 1
-            self.last_error = f"post: HTTP {resp.status_code}"
-            return False
-        self._pending = None
-        if resp.status_code >= 400:
-            self.rejected += 1
-            self.last_error = f"rejected: HTTP {resp.status_code} {resp.text[:300]}"
-            log.warning("spark-governor rejected a report: %s", self.last_error)
-            return True
+            answer = self._poster.post(payload, self._headers(), self.post_deadline_s if deadline_s is None
+                                       else max(0.0, deadline_s))
+        except PostError as exc:
+            self._failed(exc.reason)
+            return False, None
+        status = answer.status
+        if status in RETRY_STATUSES:
+            wait = retry_after_s(answer.headers.get("retry-after")) if status in (429, 503) else None
+            self._failed(f"post: HTTP {status} {_error_text(answer.body)}".rstrip())
+            return False, wait
+        self._pending, self._attempts = None, 0
+        if self._outage:
+            self._outage = False
+            log.info("spark-governor: control plane at %s reachable again", self.url)
+        if status >= 400:
+            self._rejected(status, _error_text(answer.body))
+            return True, None
+        if status >= 300:  # a redirect is not followed: the report is not stored
+            self._rejected(status, "redirects are not followed; give attach() the control plane's final URL")
+            return True, None
         self.sent_records += n
         self.sent_reports += 1
         try:
-            self.directives = resp.json().get("directives", [])
-        except ValueError:
+            directives = json.loads(answer.body).get("directives", [])
+            self.directives = directives if isinstance(directives, list) else []
+        except (ValueError, AttributeError):
             self.directives = []
         self._apply(self.directives)
-        return True
+        return True, None
+
+    def _rejected(self, status: int, text: str) -> None:
+        """Count a refused report (discarded, not sent again). 401/403 are logged once: every later report of
+        this reporter would be refused for the same reason."""
+        self.rejected += 1
+        if status in (401, 403):
+            self.unauthorized += 1
+            if status == 401 and self._token is None:
+                cause = ("no token was sent and the control plane requires one: give attach() token=..., "
+                         "spark.governor.token / spark.governor.tokenFile or SPARK_GOVERNOR_TOKEN (a token with "
+                         "the report scope)")
+            elif status == 401:
+                cause = "the token is invalid, revoked or unknown to this control plane"
+            else:
+                cause = "the token lacks the report scope or is not allowed for this job"
+            self.last_error = f"rejected: HTTP {status}: {cause} ({text})"[:500]
+            if not self._auth_logged:
+                self._auth_logged = True
+                log.warning("spark-governor: reports of job %s are refused; %s", self.job, self.last_error)
+            return
+        self.last_error = f"rejected: HTTP {status} {text}"[:500]
+        if self.rejected <= 5 or self.rejected % 100 == 0:
+            log.warning("spark-governor rejected a report (%d so far): %s", self.rejected, self.last_error)
+
+    def _failed(self, reason: str) -> None:
+        """Count a failed send of the pending report; after ``max_retries`` failed resends drop it (its records
+        counted in ``dropped``, its directive acknowledgements kept for the next report)."""
+        self.failed_posts += 1
+        self.last_error = reason
+        self._attempts += 1
+        if not self._outage:
+            self._outage = True
+            log.warning("spark-governor: cannot report to %s (%s); a report is sent at most %d more times, "
+                        "then dropped", self.url, reason, self.max_retries)
+        if self._attempts > self.max_retries and self._pending is not None:
+            seq, _payload, n, acks = self._pending
+            self._pending, self._attempts = None, 0
+            self.dropped += n
+            self.dropped_reports += 1
+            self._acks = list(acks) + self._acks
+            self.last_error = (f"{reason}; report seq {seq} ({n} records) dropped after "
+                               f"{self.max_retries + 1} attempts")[:500]
+            if self.dropped_reports <= 5 or self.dropped_reports % 100 == 0:
+                log.warning("spark-governor: %s", self.last_error)
 
     def _apply(self, directives: list) -> None:
         """Apply each directive whose version is newer than the one applied; queue the acks."""
@@ -384,6 +563,17 @@ class Reporter:
             self._acks.append(ack)
             self.apply_log.append({**ack, "value": value, "at": time.time()})
             self._wake.set()
+
+
+def _error_text(body: bytes) -> str:
+    """The control plane's error message (``{"error": ...}``) or the start of the body, for ``last_error``."""
+    try:
+        err = json.loads(body).get("error")
+        if isinstance(err, str):
+            return err[:300]
+    except (ValueError, AttributeError):
+        pass
+    return body[:300].decode("utf-8", "replace")
 
 
 def decode_query_events(items: list) -> list:

@@ -39,6 +39,9 @@ def test_demo_exits_cleanly_and_prints_per_batch_progress(demo_run):
     batches = re.findall(r"^\[\s*[\d.]+ s\] batch\s+(\d+): ", proc.stderr, re.M)
     assert len(batches) >= 6, proc.stderr  # a 2 s trigger for 20 s: about 10 batches that keep up
     assert "warm-up" in proc.stderr and "job finished: " in proc.stderr
+    # the job's attach() sends the demo's report token: every report stored, none refused
+    assert re.search(r"reporter: [1-9]\d* records in [1-9]\d* reports, \d+ dropped, \d+ failed posts, 0 rejected",
+                     proc.stderr), proc.stderr
     late = re.findall(r"longer than the trigger interval", proc.stderr)
     assert len(late) <= len(batches) // 2, proc.stderr
     assert took < 240, f"a 20 s demo took {took:.0f} s"

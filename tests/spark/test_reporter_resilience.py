@@ -1,6 +1,7 @@
 """The reporter never blocks or breaks the job: control plane down, slow, or answering errors."""
 import gzip
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from spark_governor.collectors.reporter import Reporter
-from spark_governor.api.processes import free_port, wait_for
+from spark_governor.api.processes import free_port, new_secret, wait_for
 
 SAMPLE = Path(__file__).parent.parent / "data" / "spark_events_sample.jsonl.gz"
 
@@ -128,6 +129,7 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
     from spark_governor.collectors.demo_job import DemoConfig, start_query
 
     port = free_port()
+    token = new_secret()  # serve requires a report token, as in production
     db_url = f"sqlite:///{tmp_path / 'sg.db'}"
     url = f"http://127.0.0.1:{port}"
 
@@ -137,7 +139,7 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
         deadline = time.time() + 60
         while True:
             proc = subprocess.Popen([sys.executable, "-m", "spark_governor", "serve", "--port", str(port), "--db",
-                                     db_url, "--anonymous-reports"],
+                                     db_url], env={**os.environ, "SPARK_GOVERNOR_TOKENS": f"reporter:report={token}"},
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             while proc.poll() is None and not _healthy(url) and time.time() < deadline:
                 time.sleep(0.2)
@@ -149,7 +151,7 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
             time.sleep(1)
 
     plane = serve()
-    handle = attach(spark, job="outage", endpoint=url, max_queue=30, flush_interval_s=0.5,
+    handle = attach(spark, job="outage", endpoint=url, token=token, max_queue=30, flush_interval_s=0.5,
                     connect_timeout_s=0.5, backoff_initial_s=0.2, backoff_max_s=1.0)
     cfg = DemoConfig(job="outage", rows_per_second=3000, keys=200)
     query = start_query(spark, cfg, str(tmp_path / "ckpt"))
@@ -184,7 +186,7 @@ def test_job_runs_unaffected_while_control_plane_is_down(spark, tmp_path):
         assert len(before) >= 5 and len(during) >= 8, (len(before), len(during))
         med_before, med_during = statistics.median(before), statistics.median(during)
         assert med_during <= max(2 * med_before, med_before + 500), (before, during)
-        assert handle.reporter.dropped > 0
+        assert handle.reporter.dropped > 0 and handle.reporter.rejected == 0
         job = requests.get(f"{url}/api/v1/jobs/outage", timeout=5).json()
         assert job["reporter_dropped_total"] == handle.reporter.dropped
         batches = requests.get(f"{url}/api/v1/jobs/outage/batches?limit=1000", timeout=5).json()["batches"]
