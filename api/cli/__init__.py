@@ -16,6 +16,7 @@ from spark_governor.api.cli.db import db
 from spark_governor.api.cli.demo import demo
 from spark_governor.api.cli.jar import jar
 from spark_governor.api.cli.plan import plan_command
+from spark_governor.api.cli.replay import bench_replay, replay_command
 from spark_governor.api.cli.serve import serve
 from spark_governor.api.cli.stats import stats
 from spark_governor.api.cli.token import token
@@ -30,6 +31,7 @@ def main(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _command in (serve, db, stats, plan_command, dashboards, bench, demo, jar, token):
+for _command in (serve, db, stats, plan_command, dashboards, bench, demo, jar, token, replay_command):
     main.add_command(_command)
 del _command
+bench.add_command(bench_replay)

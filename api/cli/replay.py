@@ -1,0 +1,160 @@
+"""``spark-governor replay PATH``: import a Spark event log as a job, optionally with a policy's what-if.
+
+The import itself is ``api.replay``; this module parses options, shows a progress bar over the bytes
+of the log read (compressed bytes for compressed logs) and prints the summary. Exit codes: 0 done
+(also when lines or blocks were skipped: the summary says what), 2 bad usage or input (Click's
+convention; the message names the option or field), 1 nothing could be imported.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import click
+
+from spark_governor.aggregators.db import DEFAULT_DB_URL
+
+
+def _fmt(x, unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.3g}{unit}" if abs(x) < 1000 else f"{x:,.0f}{unit}"
+    return f"{x}{unit}"
+
+
+def summary_lines(r: dict) -> list[str]:
+    """The human-readable summary of a ``ReplayResult.to_json()``."""
+    read = r["read"]
+    kind = ("streaming application, " + ", ".join(q["name"] or q["id"] for q in r["queries"])
+            if r["streaming"] else "batch application (no streaming query): stages and tasks only")
+    span = (r["last_ms"] - r["first_ms"]) / 1000.0 if r["first_ms"] and r["last_ms"] else None
+    lines = [f"job {r['job']!r}: {kind}",
+             f"  app {r['app_name']!r} ({r['app_id']}, master {r['master']}), {_fmt(span, ' s')} of log time",
+             f"  imported: {r['batches']} micro-batches ({r['rows']} input rows), {r['stages']} stages, "
+             f"{r['tasks']} tasks, in {r['reports']} reports",
+             f"  read: {read['events']} events from {read['files']} file(s), {read['bytes_read']:,} bytes"]
+    skipped = dict(read["skipped"])
+    if r["reports_failed"]:
+        skipped[f"reports refused ({r['records_lost']} records)"] = r["reports_failed"]
+    if r["orphaned_tasks"]:
+        skipped["tasks of stages never started in the log"] = r["orphaned_tasks"]
+    if skipped:
+        lines.append("  skipped: " + ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())))
+        if read["unknown_events"]:
+            lines.append("    unknown event types: " + ", ".join(f"{k} ({v})" for k, v in
+                                                                  sorted(read["unknown_events"].items())[:10]))
+        for note in read["notes"][:10] + r["failures"][:5]:
+            lines.append(f"    {note}")
+    else:
+        lines.append("  skipped: nothing")
+    w = r.get("what_if")
+    if w:
+        lines.append(f"what-if: policy {w['policy']} (dry-run) evaluated {w['evaluations']} times, every "
+                     f"{_fmt(float(w['evaluation_interval_s']), ' s')} of log time")
+        lines.append(f"  actions: {w['actions']}" + (
+            " (" + ", ".join(f"{k}: {v}" for k, v in sorted(w["actions_by_knob"].items())) + ")"
+            if w["actions_by_knob"] else ""))
+        unit = "task-slot-seconds" if w["unit"] == "task slots" else "executor-seconds"
+        lines.append(f"  {unit}: actual {_fmt(w.get('actual_executor_seconds'))}, "
+                     f"policy's {_fmt(w.get('predicted_executor_seconds'))}")
+        c = w.get("constraint")
+        if c:
+            pct = (lambda v: "n/a" if v is None else f"{100 * v:.0f}%")
+            lines.append(f"  SLO {c['name']} (mean latency <= {c['bound_ms']:g} ms per {c['span_s']:g} s span): "
+                         f"actual attainment {pct(c['actual_attainment'])} over {c['spans']} spans, "
+                         f"predicted {pct(c['predicted_attainment'])} over {c['predicted_spans']} spans "
+                         "with a prediction in force")
+        else:
+            lines.append("  SLO: no latency constraint given (add \"constraint\": {\"bound_ms\": ...} to --config)")
+    return lines
+
+
+@click.command("replay")
+@click.argument("path", type=click.Path(exists=True, dir_okay=True, file_okay=True))
+@click.option("--job", default=None, help="Job name to import as (default: the log's application name).")
+@click.option("--db", "db_url", default=DEFAULT_DB_URL, show_default=True, envvar="SPARK_GOVERNOR_DB",
+              help="Database URL of the control plane (created / migrated when needed).")
+@click.option("--policy", default=None, help="Run this policy in dry-run mode over the replayed timeline.")
+@click.option("--config", "config_json", default=None, metavar="JSON",
+              help='The policy\'s config as JSON; may carry a latency constraint as '
+                   '"constraint": {"bound_ms": 2000, "span_s": 5}.')
+@click.option("--window-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Length of a statistics window (as the control plane's serve --window-seconds).")
+@click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
+              help="Policy evaluation interval, in seconds of log time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the summary.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[str], config_json: Optional[str],
+                   window_seconds: float, evaluation_seconds: float, as_json: bool, no_progress: bool) -> None:
+    """Import the Spark event log at PATH (a file, plain or .lz4/.zstd/.snappy, or a rolling
+    eventlog_v2_* directory) as a job, with the log's own timestamps."""
+    from spark_governor.aggregators.db import make_engine, upgrade
+    from spark_governor.api.replay import Replay, ReplayError
+    from spark_governor.collectors.event_log import EventLogError
+
+    config = None
+    if config_json is not None:
+        if policy is None:
+            raise click.UsageError("--config needs --policy")
+        try:
+            config = json.loads(config_json)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--config") from None
+        if not isinstance(config, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--config")
+    try:
+        upgrade(db_url)
+    except Exception as exc:
+        raise click.ClickException(f"--db: cannot open or migrate {db_url}: {exc.__class__.__name__}: {exc}") from None
+    engine = make_engine(db_url)
+    try:
+        try:
+            rep = Replay(engine, path, job, window_ms=int(window_seconds * 1000),
+                         evaluation_interval_s=evaluation_seconds, policy=policy, policy_config=config)
+        except (ReplayError, EventLogError) as exc:
+            raise click.UsageError(str(exc)) from None
+        if no_progress or as_json:
+            result = rep.run()
+        else:
+            with click.progressbar(length=max(1, rep.reader.total_bytes), label=f"replaying {rep.job}",
+                                   show_pos=False, file=sys.stderr) as bar:
+                rep.progress = bar.update
+                result = rep.run()
+    finally:
+        engine.dispose()
+    out = result.to_json()
+    if as_json:
+        click.echo(json.dumps(out, indent=2, default=str))
+    else:
+        for line in summary_lines(out):
+            click.echo(line)
+    if result.reports == 0 or (result.tasks == 0 and result.batches == 0 and result.stages == 0):
+        raise click.ClickException(f"nothing imported from {path}")
+
+
+@click.command("replay")
+@click.option("--template", default="tests/data/replay_template.jsonl.gz", show_default=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="A real Spark event log (plain, optionally .gz) whose streaming section is repeated.")
+@click.option("--sizes-mb", default="100,400", show_default=True,
+              help="Comma-separated sizes of the generated logs, in MB of uncompressed JSON.")
+@click.option("--codec", default="plain", show_default=True, type=click.Choice(["plain", "zstd"]))
+@click.option("--out", default="bench-results/replay.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_replay(template: str, sizes_mb: str, codec: str, out: str) -> None:
+    """Replay throughput (events/s, MB/s) and peak memory on generated large event logs."""
+    from spark_governor.bench.output import write_json
+    from spark_governor.bench.replay import run_replay_bench
+
+    try:
+        sizes = tuple(float(x) for x in sizes_mb.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter("comma-separated numbers", param_hint="--sizes-mb") from None
+    if not sizes or any(s <= 0 for s in sizes):
+        raise click.BadParameter("positive sizes", param_hint="--sizes-mb")
+    result = run_replay_bench(template, sizes, None if codec == "plain" else codec,
+                              log=lambda m: click.echo(m, err=True))
+    write_json(result, out, indent=2)
+    click.echo(json.dumps(result["summary"], indent=2))
+    click.echo(f"wrote {out}", err=True)

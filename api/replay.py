@@ -1,0 +1,479 @@
+"""Import a Spark event log into the control plane as a job, and optionally run a policy over it (what-if).
+
+One idea: turn a recorded run into the same statistics a live run produces, on the log's own clock.
+
+* Events are read by ``collectors.event_log`` (streamed, bounded memory) and translated by the very
+  code the live listener uses (``collectors.events.EventTranslator`` and ``batch_record``), then shipped
+  as wire reports (``policies.wire.Report``, built as ``collectors.reporter`` builds them) to
+  ``aggregators.ingest.ingest_report`` in process. So a replayed run and the live run of the same job
+  give the same task, stage and batch statistics (windows are placed by the tasks' finish times and
+  batches by their trigger times, both from the log).
+* Each report is ingested in its own transaction (``engine.begin()``): a report is stored whole or not
+  at all; a report the store refuses is counted (``reports_failed``, its records in ``records_lost``)
+  and the import goes on.
+* A log without any streaming query (no ``QueryStartedEvent`` / ``QueryProgressEvent``) is imported as
+  a **batch application**: every Spark job's stages and tasks, under one pseudo query id
+  (``BATCH_QUERY_ID``), since the live listener only follows jobs of streaming queries.
+* What-if (``policy``): the policy is stored for the job in ``dry-run`` mode and evaluated by the
+  governor (``api.governor.Governor.evaluate_job``, the code the scheduler runs) at every evaluation
+  point of the log's timeline: every ``evaluation_interval_s`` seconds of log time from the first event,
+  once everything logged up to that point has been ingested. Its decisions are stored with their
+  predictions, as a live passive run stores them. When the replay ends the policy is disabled for the
+  job (its decisions stay), so a control plane's scheduler never evaluates the replayed job.
+
+Clocks: everything placed in time (task windows, batches, evaluation points, decisions' ``created_ms``)
+uses the log's milliseconds since the epoch; bookkeeping columns that ``ingest_report`` stamps with the
+control plane's clock (report arrival, template first/last seen, run first/last report) carry the
+import's wall-clock time.
+
+Units: executor-seconds are the ``executors`` knob's unit (executors, or task slots in local mode —
+``policies.base.JobView.local_slots``) times seconds of log time.
+"""
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Callable, Optional
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Engine
+
+from spark_governor.aggregators import constraints as constraint_store
+from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
+from spark_governor.aggregators.models import decisions, jobs, latency_constraints, policy_configs
+from spark_governor.api.governor import Governor
+from spark_governor.collectors.event_log import EventLogReader
+from spark_governor.collectors.events import BATCH_ID, QUERY_ID, EventTranslator, batch_record
+from spark_governor.policies.registry import get_policy, validate_config
+from spark_governor.policies.wire import SCHEMA_VERSION, Report, validate_job_name
+
+PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
+STARTED = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
+TERMINATED = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent"
+APP_START = "SparkListenerApplicationStart"
+APP_END = "SparkListenerApplicationEnd"
+ENV = "SparkListenerEnvironmentUpdate"
+TRANSLATED = ("SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted",
+              "SparkListenerTaskEnd", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved")
+WANTED = frozenset((*TRANSLATED, PROGRESS, STARTED, TERMINATED, APP_START, APP_END, ENV))
+#: the pseudo streaming-query id under which a batch application's Spark jobs are imported
+BATCH_QUERY_ID = "batch-application"
+DEFAULT_CONSTRAINT_NAME = "replay"
+
+
+class ReplayError(ValueError):
+    """Bad input to a replay (the message names the field: ``path``, ``job``, ``policy``, ``config``)."""
+
+
+@dataclass
+class ReplayResult:
+    job: str
+    app_id: Optional[str] = None
+    app_name: Optional[str] = None
+    master: Optional[str] = None
+    streaming: bool = False
+    queries: list = field(default_factory=list)
+    first_ms: Optional[int] = None
+    last_ms: Optional[int] = None
+    tasks: int = 0
+    stages: int = 0
+    batches: int = 0
+    rows: int = 0  # numInputRows summed over the imported batches
+    reports: int = 0
+    reports_failed: int = 0
+    records_lost: int = 0
+    orphaned_tasks: int = 0
+    failures: list = field(default_factory=list)  # why reports were refused (first 10)
+    read: dict = field(default_factory=dict)  # collectors.event_log.ReadStats.to_json()
+    evaluations: int = 0
+    what_if: Optional[dict] = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _iso_ms(ts: Any) -> Optional[int]:
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _spark_rate(x: Optional[float]) -> Optional[float]:
+    """A rate as ``StreamingQueryProgress.json`` writes it: rounded half-up to one decimal (Spark's
+    ``safeDoubleToJValue``); NaN and infinities are left out (None)."""
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return None
+    return float(Decimal(repr(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def complete_progress(progress: dict) -> dict:
+    """A ``StreamingQueryProgress`` from the event log as the live listener sees it (``progress.json``).
+
+    The event log serializes the progress case class field by field (Jackson), the listener reads
+    ``StreamingQueryProgress.json``; they differ in three ways, undone here so that ``batch_record`` gives
+    the same record for a replayed and a live batch:
+
+    * the totals Spark derives from ``sources`` are absent from the log: ``numInputRows`` (rows),
+      ``inputRowsPerSecond`` and ``processedRowsPerSecond`` (rows per second), each the sum over sources;
+    * ``json`` rounds those rates half-up to one decimal;
+    * each state operator carries ``snapshotCustomMetricNames``, which ``json`` leaves out.
+    """
+    sources = [s for s in progress.get("sources") or [] if isinstance(s, dict)]
+    out = dict(progress)
+    if "numInputRows" not in out:
+        try:
+            out["numInputRows"] = sum(int(s.get("numInputRows") or 0) for s in sources)
+        except (TypeError, ValueError):
+            out["numInputRows"] = 0
+    for name in ("inputRowsPerSecond", "processedRowsPerSecond"):
+        if name not in out:
+            try:
+                out[name] = _spark_rate(sum(float(s.get(name)) for s in sources)) if sources else None
+            except (TypeError, ValueError):
+                out[name] = None
+    if isinstance(out.get("stateOperators"), list):
+        out["stateOperators"] = [{k: v for k, v in op.items() if k != "snapshotCustomMetricNames"}
+                                 if isinstance(op, dict) else op for op in out["stateOperators"]]
+    return out
+
+
+def event_time_ms(ev: dict) -> Optional[int]:
+    """When ``ev`` happened, in ms since the epoch, from its own fields (None if it carries no time)."""
+    kind = ev.get("Event")
+    if kind == "SparkListenerTaskEnd":
+        return (ev.get("Task Info") or {}).get("Finish Time")
+    if kind in ("SparkListenerStageCompleted", "SparkListenerStageSubmitted"):
+        info = ev.get("Stage Info") or {}
+        return info.get("Completion Time") if kind == "SparkListenerStageCompleted" else info.get("Submission Time")
+    if kind == "SparkListenerJobStart":
+        return ev.get("Submission Time")
+    if kind == PROGRESS:
+        p = ev.get("progress") or {}
+        start = _iso_ms(p.get("timestamp"))
+        return None if start is None else start + int(p.get("batchDuration") or 0)
+    if kind in (STARTED, TERMINATED):
+        return _iso_ms(ev.get("timestamp"))
+    t = ev.get("Timestamp")
+    return t if isinstance(t, int) else None
+
+
+def scan(path: str) -> dict:
+    """A first look at the log, reading event names only (JSON of the few events it needs): the
+    application's name and id, the master, and whether it has a streaming query. Stops at the first
+    streaming event once the application start was seen, so for a streaming log it reads little."""
+    reader = EventLogReader(path)
+    out: dict[str, Any] = {"app_name": None, "app_id": None, "master": None, "streaming": False}
+    for ev in reader.events(wanted=(APP_START, ENV, STARTED, PROGRESS)):
+        kind = ev["Event"]
+        if kind == APP_START:
+            out["app_name"], out["app_id"] = ev.get("App Name"), ev.get("App ID")
+        elif kind == ENV:
+            props = ev.get("Spark Properties") or {}
+            props = dict(props) if isinstance(props, list) else props
+            out["master"] = props.get("spark.master")
+        else:
+            out["streaming"] = True
+        if out["streaming"] and out["app_name"] is not None:
+            break
+    return out
+
+
+class _Timeline:
+    """A step function of the ``executors`` knob's value over log time (for executor-seconds)."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, int]] = []
+
+    def set(self, t_ms: int, value: int) -> None:
+        if self.steps and self.steps[-1][1] == value:
+            return
+        self.steps.append((t_ms, value))
+
+    def value_at(self, t_ms: int) -> Optional[int]:
+        v = None
+        for t, x in self.steps:
+            if t > t_ms:
+                break
+            v = x
+        return v
+
+    def integral_s(self, start_ms: int, end_ms: int, override: Optional[list] = None) -> float:
+        """∫ value dt over [start, end] in value·seconds; ``override``: [(t_ms, value)] replacing the value
+        from each t on (the policy's decisions)."""
+        points = sorted(set([start_ms, end_ms] + [t for t, _ in self.steps if start_ms < t < end_ms]
+                            + [t for t, _ in (override or []) if start_ms < t < end_ms]))
+        total = 0.0
+        for a, b in zip(points, points[1:]):
+            v = None
+            for t, x in override or []:
+                if t <= a:
+                    v = x
+            if v is None:
+                v = self.value_at(a) or 0
+            total += v * (b - a) / 1000.0
+        return total
+
+
+class Replay:
+    """Import one event log (see the module docstring). ``progress(bytes_read)`` is called as it reads."""
+
+    def __init__(self, engine: Engine, path: str, job: Optional[str] = None, *, window_ms: int = DEFAULT_WINDOW_MS,
+                 evaluation_interval_s: float = 10.0, policy: Optional[str] = None,
+                 policy_config: Optional[dict] = None, max_records: int = 5_000,
+                 progress: Optional[Callable[[int], None]] = None) -> None:
+        self.engine, self.path = engine, path
+        self.window_ms, self.evaluation_interval_s = window_ms, evaluation_interval_s
+        self.max_records = max_records
+        self.progress = progress
+        self.reader = EventLogReader(path)  # path errors surface here (EventLogError names the path)
+        info = scan(path)
+        name = job or info["app_name"]
+        if not name:
+            raise ReplayError("job: the log has no SparkListenerApplicationStart with an app name; pass --job")
+        try:
+            self.job = validate_job_name(name)
+        except ValueError as exc:
+            raise ReplayError(f"{exc}{'' if job else ' (the app name of the log); pass --job'}") from None
+        self.result = ReplayResult(job=self.job, app_id=info["app_id"], app_name=info["app_name"],
+                                   master=info["master"], streaming=info["streaming"])
+        self.local = bool(info["master"] and str(info["master"]).startswith("local"))
+        self.policy_name, self.constraint = None, None
+        self.policy_cfg = None
+        if policy:
+            self._check_policy(policy, dict(policy_config or {}))
+        with engine.connect() as conn:
+            if conn.execute(select(jobs.c.id).where(jobs.c.name == self.job)).first() is not None:
+                raise ReplayError(f"job: {self.job!r} already exists; replay into a new job name (--job)")
+        self.translator = EventTranslator()
+        self.reporter_id = uuid.uuid4().hex
+        self.seq = 0
+        self.pending: list[tuple[str, dict]] = []
+        self.executors: dict[str, int] = {}  # executor id -> cores (driver included)
+        self.knob = _Timeline()
+        self.queries: dict[str, str] = {}
+        self.job_id: Optional[int] = None
+
+    # -- what-if setup -----------------------------------------------------------------------
+    def _check_policy(self, name: str, raw: dict) -> None:
+        from spark_governor.policies.registry import InvalidConfig, PolicyNotFound
+
+        constraint = raw.pop("constraint", None)
+        try:
+            cls = get_policy(name)
+            cfg = validate_config(cls, raw)
+        except PolicyNotFound as exc:
+            raise ReplayError(f"policy: {exc}") from None
+        except InvalidConfig as exc:
+            raise ReplayError(str(exc)) from None
+        if constraint is not None:
+            if not isinstance(constraint, dict):
+                raise ReplayError("config.constraint: must be an object {bound_ms, span_s, name, vertices}")
+            bound = constraint.get("bound_ms")
+            span = constraint.get("span_s", constraint_store.DEFAULT_SPAN_S)
+            if not isinstance(bound, (int, float)) or isinstance(bound, bool) or bound <= 0:
+                raise ReplayError("config.constraint.bound_ms: must be a positive number of milliseconds")
+            if not isinstance(span, (int, float)) or isinstance(span, bool) or span <= 0:
+                raise ReplayError("config.constraint.span_s: must be a positive number of seconds")
+            vertices = constraint.get("vertices")
+            if vertices is not None and not (isinstance(vertices, list) and all(isinstance(v, str) for v in vertices)):
+                raise ReplayError("config.constraint.vertices: must be a list of template keys or null")
+            cname = constraint.get("name", DEFAULT_CONSTRAINT_NAME)
+            if not isinstance(cname, str) or not 0 < len(cname) <= 128:
+                raise ReplayError("config.constraint.name: must be a string of 1 to 128 characters")
+            extra = set(constraint) - {"bound_ms", "span_s", "vertices", "name"}
+            if extra:
+                raise ReplayError(f"config.constraint.{sorted(extra)[0]}: unknown field")
+            self.constraint = {"name": cname, "bound_ms": float(bound), "span_s": float(span), "vertices": vertices}
+        self.policy_name, self.policy_cfg = cls.name, cfg
+
+    def _install_policy(self, now_ms: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(policy_configs).values(job_id=self.job_id, policy=self.policy_name, enabled=True,
+                                                       mode="dry-run", config=self.policy_cfg.model_dump(mode="json"),
+                                                       updated_ms=now_ms))
+            if self.constraint:
+                c = self.constraint
+                conn.execute(insert(latency_constraints).values(
+                    job_id=self.job_id, name=c["name"], vertices=c["vertices"], bound_ms=c["bound_ms"],
+                    span_s=c["span_s"], event_time_metric=True, updated_ms=now_ms))
+
+    # -- reports -------------------------------------------------------------------------------
+    def _slots(self) -> Optional[int]:
+        return self.translator.slots
+
+    def _executor_count(self) -> int:
+        return sum(1 for e in self.executors if e != "driver")
+
+    def _flush(self) -> None:
+        if not self.pending:  # an empty report would create the job with nothing in it
+            return
+        items, self.pending = self.pending, []
+        body: dict[str, Any] = {"templates": [], "stages": [], "tasks": [], "batches": []}
+        plural = {"stage": "stages", "task": "tasks", "batch": "batches"}
+        keys = set()
+        for kind, rec in items:
+            body[plural[kind]].append(rec)
+            if "template_key" in rec:
+                keys.add(rec["template_key"])
+        for key in sorted(keys):
+            t = self.translator.known_templates.get(key)
+            if t is not None:
+                body["templates"].append({"key": t.key, "name": t.name, "ordinal": t.ordinal,
+                                          "operators": list(t.operators), "parents": list(t.parents)})
+        self.seq += 1
+        slots = self._slots()
+        report = {
+            "schema_version": SCHEMA_VERSION, "job": self.job,
+            "reporter": {"id": self.reporter_id, "seq": self.seq, "dropped_total": 0,
+                         "orphaned_total": self.translator.orphaned, "app_id": self.result.app_id,
+                         "master": self.result.master, "slots": slots,
+                         "executors": 0 if self.local else self._executor_count(),
+                         "not_actuatable": {"executors": "local mode"} if self.local else {}},
+            **body,
+        }
+        try:
+            parsed = Report.model_validate(report)
+            with self.engine.begin() as conn:
+                res = ingest_report(conn, parsed, self.window_ms)
+        except Exception as exc:  # the report is not stored at all (one transaction); go on with the next
+            self.result.reports_failed += 1
+            self.result.records_lost += len(items)
+            if len(self.result.failures) < 10:
+                self.result.failures.append(f"report {self.seq}: {exc.__class__.__name__}: {str(exc)[:300]}")
+            return
+        self.job_id = res.job_id
+        self.result.reports += 1
+        self.result.tasks += res.tasks
+        self.result.stages += res.stages
+        self.result.batches += res.batches
+        self.result.rows += sum(b.num_input_rows for b in parsed.batches) if res.batches else 0
+
+    # -- the replay ----------------------------------------------------------------------------
+    def _on_event(self, ev: dict) -> None:
+        kind = ev["Event"]
+        if kind == "SparkListenerExecutorAdded":
+            self.executors[str(ev.get("Executor ID"))] = int((ev.get("Executor Info") or {}).get("Total Cores") or 0)
+        elif kind == "SparkListenerExecutorRemoved":
+            self.executors.pop(str(ev.get("Executor ID")), None)
+        if kind == STARTED:
+            self.queries[str(ev.get("id"))] = ev.get("name") or ""
+        if kind == PROGRESS:
+            progress = complete_progress(ev.get("progress") or {})
+            self.queries.setdefault(str(progress.get("id")), progress.get("name") or "")
+            self.pending.append(("batch", batch_record(progress)))
+        elif kind in TRANSLATED:
+            if kind == "SparkListenerJobStart" and not self.result.streaming:
+                props = dict(ev.get("Properties") or {})
+                props.setdefault(QUERY_ID, BATCH_QUERY_ID)
+                props.pop(BATCH_ID, None)
+                ev = {**ev, "Properties": props}
+            self.pending.extend(self.translator.handle(ev))
+        if kind.startswith("SparkListenerExecutor"):
+            self.knob.set(self._now, self._knob_value())
+
+    def _knob_value(self) -> int:
+        """The ``executors`` knob as the policies count it: task slots in local mode, else executors."""
+        return (self._slots() or 0) if self.local else self._executor_count()
+
+    def _evaluate(self, governor: Governor, at_ms: int) -> None:
+        self._flush()
+        if self.job_id is None:
+            return
+        governor.evaluate_job(self.job_id, now_ms=at_ms)
+        self.result.evaluations += 1
+
+    def run(self) -> ReplayResult:
+        governor = Governor(self.engine, self.evaluation_interval_s, self.window_ms) if self.policy_name else None
+        interval_ms = int(self.evaluation_interval_s * 1000)
+        next_eval: Optional[int] = None
+        self._now = 0
+        last_progress = 0
+        installed = False
+        for ev in self.reader.events(wanted=WANTED):
+            t = event_time_ms(ev)
+            if isinstance(t, int) and t > 0:
+                if self.result.first_ms is None:
+                    self.result.first_ms = t
+                    next_eval = t + interval_ms
+                self._now = max(self._now, t)
+            if governor is not None and next_eval is not None and self._now > next_eval:
+                if not installed:
+                    self._flush()  # creates the job
+                    if self.job_id is not None:
+                        self._install_policy(self.result.first_ms)
+                        installed = True
+                while self._now > next_eval:  # before the job has data there is nothing to evaluate
+                    if installed:
+                        self._evaluate(governor, next_eval)
+                    next_eval += interval_ms
+            self._on_event(ev)
+            if len(self.pending) >= self.max_records:
+                self._flush()
+            if self.progress is not None and self.reader.stats.bytes_read - last_progress >= 1 << 16:
+                self.progress(self.reader.stats.bytes_read - last_progress)
+                last_progress = self.reader.stats.bytes_read
+        self._flush()
+        if self.progress is not None:
+            self.progress(self.reader.stats.bytes_read - last_progress)
+        self.result.last_ms = self._now or None
+        if governor is not None and self.job_id is not None:
+            if not installed:
+                self._install_policy(self.result.first_ms or 0)
+            if next_eval is not None and next_eval <= self._now:
+                self._evaluate(governor, next_eval)
+            self.result.what_if = self._what_if()
+            with self.engine.begin() as conn:  # done: a control plane's scheduler must not evaluate it on
+                conn.execute(update(policy_configs).where(policy_configs.c.job_id == self.job_id)
+                             .values(enabled=False, updated_ms=self._now))
+        self.result.orphaned_tasks = self.translator.orphaned
+        self.result.queries = [{"id": q, "name": n} for q, n in sorted(self.queries.items())]
+        self.result.read = self.reader.stats.to_json()
+        return self.result
+
+    # -- what-if summary -------------------------------------------------------------------------
+    def _what_if(self) -> dict:
+        start, end = self.result.first_ms, self.result.last_ms
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(decisions).where(decisions.c.job_id == self.job_id)
+                                .order_by(decisions.c.created_ms, decisions.c.id)).all()
+            summary: dict[str, Any] = {
+                "policy": self.policy_name, "mode": "dry-run", "evaluation_interval_s": self.evaluation_interval_s,
+                "evaluations": self.result.evaluations, "actions": len(rows),
+                "actions_by_knob": {}, "unit": "task slots" if self.local else "executors",
+                "decisions": [{"created_ms": r.created_ms, "knob": r.knob, "old_value": r.old_value,
+                               "new_value": r.new_value, "status": r.status, "prediction": r.prediction}
+                              for r in rows[:50]],
+            }
+            for r in rows:
+                summary["actions_by_knob"][r.knob] = summary["actions_by_knob"].get(r.knob, 0) + 1
+            overrides = [(r.created_ms, int(r.new_value)) for r in rows
+                         if r.knob == "executors" and isinstance(r.new_value, (int, float))]
+            if start is not None and end is not None and end > start:
+                summary["actual_executor_seconds"] = self.knob.integral_s(start, end)
+                summary["predicted_executor_seconds"] = self.knob.integral_s(start, end, overrides)
+            if self.constraint:
+                c = constraint_store.find(conn, self.job_id, self.constraint["name"])
+                span_ms = int(c.span_s * 1000)
+                spans = max(1, math.ceil(((end or 0) - (start or 0)) / span_ms) + 1)
+                m = constraint_store.measure(conn, self.job, self.job_id, c, (end or 0) + span_ms, spans,
+                                             self.window_ms)
+                predicted = [s for s in m["spans"] if s["predicted_latency_ms"] is not None]
+                summary["constraint"] = {
+                    "name": c.name, "bound_ms": c.bound_ms, "span_s": c.span_s, "spans": len(m["spans"]),
+                    "actual_attainment": m["attainment"],
+                    "predicted_attainment": (sum(s["predicted_latency_ms"] <= c.bound_ms for s in predicted)
+                                             / len(predicted)) if predicted else None,
+                    "predicted_spans": len(predicted)}
+        return summary
+
+
+def replay(engine: Engine, path: str, job: Optional[str] = None, **options) -> ReplayResult:
+    """Import ``path`` into ``engine`` as job ``job`` (default: the log's app name); see :class:`Replay`."""
+    return Replay(engine, path, job, **options).run()
+
