@@ -19,9 +19,9 @@ hashes by design). Ratios: max/mean against ``hash``, migration of ``mixed`` aga
 batches after the start and after each drift.
 
 Default rows beside paper rows (issue 18): ``dalton`` (the default variant) and
-``dalton-paper``; ``mixed`` (best effort, planning margin) and ``mixed-paper`` (the paper's
-target θmax, ``infeasible`` when a key alone exceeds it: ``plan_margin`` 0, ``best_effort``
-false). Goals: ``dalton`` converged max/mean ≤ 1.1; ``mixed`` max load ≤ 1.1 × max(heaviest key,
+``dalton-paper``; ``mixed`` (best effort, planning margin, the Good–Turing reserve for unseen
+keys) and ``mixed-paper`` (the paper's target θmax, ``infeasible`` when a key alone exceeds it:
+``plan_margin`` 0, ``best_effort`` false, ``unseen`` none). Goals: ``dalton`` converged max/mean ≤ 1.1; ``mixed`` max load ≤ 1.1 × max(heaviest key,
 mean) on every batch but the first after a drift (routed with the table planned before the
 drift: no planner that sees only the previous batch can anticipate it), migration ≥ 2× less than
 ``mintable``, planning median ≤ 0.25 s and p95 ≤ 0.5 s per batch.
@@ -41,7 +41,7 @@ DEFAULT_ALGORITHMS = ("hash", "shuffle", "pk2", "pk5", "cam", "prompt", "dalton"
                       "mintable", "minmig")
 ROUTING_TABLES = ("mixed", "mintable", "minmig")
 #: the paper's routing-table configuration: θmax as the target, no best effort
-ROUTING_PAPER = {"plan_margin": 0.0, "best_effort": False}
+ROUTING_PAPER = {"plan_margin": 0.0, "best_effort": False, "unseen": "none"}
 GOAL_DALTON = 1.1
 GOAL_MIGRATION_RATIO = 2.0
 GOAL_ROUTING_LB = 1.1

@@ -58,6 +58,8 @@ SQL; seeds > 0 (further hash functions) mix the CRC with splitmix64. Never use P
 """
 from __future__ import annotations
 
+import itertools
+
 import time
 import zlib
 from abc import ABC, abstractmethod
@@ -341,15 +343,18 @@ class KeyIndex:
     def lookup(self, keys) -> np.ndarray:
         """The ids of ``keys`` (new keys get the next ids)."""
         ids = self.ids
-        new = [k for k in keys if k not in ids]
-        if new:
-            new = list(dict.fromkeys(new))
+        keys = keys if isinstance(keys, (list, tuple)) else list(keys)
+        out = np.fromiter(map(ids.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+        missing = np.nonzero(out < 0)[0].tolist()
+        if missing:
+            new = list(dict.fromkeys(keys[i] for i in missing))
             base = len(self.names)
             ids.update(zip(new, range(base, base + len(new))))
             self.names.extend(new)
             self._names_arr = np.concatenate([self._names_arr, np.array(new, dtype=str)])
             self._crc = np.concatenate([self._crc, stable_hashes(new)])
-        return np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=len(keys))
+            out[missing] = [ids[keys[i]] for i in missing]
+        return out
 
     def crc(self, ids: np.ndarray) -> np.ndarray:
         return self._crc[ids]

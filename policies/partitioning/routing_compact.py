@@ -46,7 +46,8 @@ import numpy as np
 
 from spark_governor.policies.partitioning.routing_llfd import fewest_keys, llfd_target
 from spark_governor.policies.partitioning.routing_table import (BETA, EPS, THETA_MAX, RoutingPlan, Stats, _bound,
-                                                                _evaluate, assignment, giant_threshold)
+                                                                _evaluate, assignment, giant_bound,
+                                                                giant_threshold, lower_bound)
 
 __all__ = ["CompactRecords", "UNASSIGNED", "KeySpace", "Orders", "plan_records", "compact_plan", "llfd_compact",
            "min_table_compact", "min_mig_compact"]
@@ -210,7 +211,8 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
         U = np.full(N, _bound(stats, theta_max))
         giant = lambda rec: False  # noqa: E731
     else:
-        U = _giant_homes(recs, space, thr, loads, thr * theta_max / (1 + theta_max))
+        U = _giant_homes(recs, space, thr, loads, thr * theta_max / (1 + theta_max),
+                         (1 + (theta_max if stats.goal_theta is None else stats.goal_theta)) * lower_bound(stats))
         giant = lambda rec: rec[3] > thr + EPS  # noqa: E731
     # Phase II
     for d in range(N):
@@ -259,11 +261,13 @@ def plan_records(space: KeySpace, theta_max: float, order: Callable[[Record], tu
     return recs, loads, feasible, be
 
 
-def _giant_homes(recs: CompactRecords, space: KeySpace, thr: float, loads: np.ndarray, slack: float) -> np.ndarray:
+def _giant_homes(recs: CompactRecords, space: KeySpace, thr: float, loads: np.ndarray, slack: float,
+                 goal: float) -> np.ndarray:
     """Best effort on records: every giant key on an instance of its own (``routing_table.bounds``'
     rule: giants by S descending, then c descending, then first key index, keep their instance
     unless taken; the others go to the free instance with the least non-giant load); ``loads`` is
-    updated. Returns the per-instance bounds (c(giant) + ``slack`` = θmax·R̄ on a giant's)."""
+    updated. Returns the per-instance bounds (``routing_table.giant_bound`` on a giant's, with
+    ``slack`` = θmax·R̄ and ``goal`` = (1 + θmax)·max(c_max, L̄))."""
     N = space.stats.instances
     giants = sorted((r for r in recs.records if r[3] > thr + EPS),
                     key=lambda r: (-r[4], -r[3], space.first[r[1:]], r[0]))
@@ -283,7 +287,7 @@ def _giant_homes(recs: CompactRecords, space: KeySpace, thr: float, loads: np.nd
                 loads[d] += rec[3]
                 recs.take(rec, 1, d)
             taken[d] = True
-            per[d] = rec[3] + slack
+            per[d] = giant_bound(rec[3], slack, goal, space.stats.reserve)
     return per
 
 

@@ -14,9 +14,10 @@
   on its own instance (its home: ``routing_table.bounds``, where it is unless a giant with more
   state is there), and the paper's problem on the rest with per-instance bounds — c(giant) +
   θmax·R̄ on a giant's instance, (1 + θmax)·R̄ elsewhere (R̄ the mean of the rest over the other
-  instances). Giants are pinned (never disassociated nor bumped). The plan's maximum load is then
-  c_max + θmax·R̄ ≤ (1 + θmax)·max(c_max, L̄), status ``best_effort``; its achieved θ is
-  ``max_theta``.
+  instances; less on a giant's when ``Stats.reserve`` — the expected load of keys not in the
+  statistics — leaves less room, ``routing_table.giant_bound``). Giants are pinned (never
+  disassociated nor bumped). The plan's maximum load is then at most c_max + θmax·R̄ ≤
+  (1 + θmax)·max(c_max, L̄), status ``best_effort``; its achieved θ is ``max_theta``.
   Without a giant nothing changes.
 
 :func:`fewest_keys` and :func:`llfd_target` are the one LLFD/Adjust step shared with the
@@ -63,8 +64,9 @@ def llfd_target(loads: np.ndarray, ck: float, U, residents: Sequence[list],
     lists items in criterion order (an item is one key, or a record of equal keys); ``cost(item)``
     is its per-key cost and ``available(item)`` how many of its keys can still be bumped. Returns
     (instance or None, the ``(item, m)`` to bump); the caller moves them and places the key."""
-    U = np.broadcast_to(np.asarray(U, dtype=float), (len(loads),))
-    for d in sorted(range(len(loads)), key=lambda d: (loads[d], d)):
+    if np.ndim(U) == 0:
+        U = [float(U)] * len(loads)
+    for d in sorted(range(len(loads)), key=loads.__getitem__):      # (load, index): sorted is stable
         if loads[d] + ck <= U[d] + EPS:
             return d, []
         excess, chosen = loads[d] + ck - U[d], []
@@ -83,20 +85,25 @@ def llfd_target(loads: np.ndarray, ck: float, U, residents: Sequence[list],
 
 
 def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float,
-                 best_effort: bool = True) -> tuple[dict, np.ndarray, bool, Optional[Bounds]]:
+                 best_effort: bool = True, order: Optional[np.ndarray] = None) -> tuple[dict, np.ndarray, bool, Optional[Bounds]]:
     """Phase II (disassociate keys, criterion order, from each overloaded instance while L > U;
     keys with c = 0 are skipped, §8 A7) and Phase III (LLFD). With ``best_effort`` and giants,
-    the giants go to their homes first and U is per instance (module docstring). Returns
-    (A', F', feasible, the best-effort bounds or None)."""
+    the giants go to their homes first and U is per instance (module docstring). ``order``: the
+    keys in criterion order (argsort of ``rank``; Mixed's trials share it). Returns (A', F',
+    feasible, the best-effort bounds or None).
+
+    Speed (the arithmetic and tie-breaks are Algorithm 1's, in the same sequence): loads are
+    Python floats, and a key that fits the least-loaded instance (lowest index on ties) goes
+    there without sorting the instances — :func:`llfd_target` runs only when it does not."""
     N, c, h = stats.instances, stats.cost, stats.hashed
     table = dict(table)
     owner = assignment(h, table)
     pinned = stats.fixed
     be = bounds(stats, owner, theta_max) if best_effort else None
     if be is None:
-        U = np.full(N, _bound(stats, theta_max))
+        U = [_bound(stats, theta_max)] * N
     else:
-        U = be.per_instance
+        U = be.per_instance.tolist()
         pinned = stats.fixed.copy()
         for k, d in be.home.items():
             owner[k] = d
@@ -105,40 +112,57 @@ def _phase2_llfd(stats: Stats, table: dict, rank: np.ndarray, theta_max: float,
                 table[k] = d
             else:
                 table.pop(k, None)
-    loads = instance_loads(owner, c, N)
-    order = np.argsort(rank, kind="stable")
+    loads = instance_loads(owner, c, N).tolist()
+    if order is None:
+        order = np.argsort(rank, kind="stable")
     candidates: list[int] = []
     over = [d for d in range(N) if loads[d] > U[d] + EPS]
     if over:
         owner_in_order = owner[order]
         for d in over:
-            for k in order[owner_in_order == d].tolist():
-                if loads[d] <= U[d] + EPS:
+            ks = order[owner_in_order == d]
+            L, lim = loads[d], U[d] + EPS
+            for k, ck, pk in zip(ks.tolist(), c[ks].tolist(), pinned[ks].tolist()):
+                if L <= lim:
                     break
-                if c[k] <= 0 or pinned[k]:
+                if ck <= 0 or pk:
                     continue
-                loads[d] -= c[k]; owner[k] = -1; table.pop(k, None); candidates.append(k)
+                L -= ck; candidates.append(k)
+            loads[d] = L
+        if candidates:
+            owner[candidates] = -1
+            for k in candidates:
+                table.pop(k, None)
     if not candidates:
         return table, owner, True, be
     residents: list[list[int]] = [[] for _ in range(N)]     # per instance, criterion order
-    placed = owner >= 0
-    owner_in_order = owner[order]
+    keep = ~pinned[order] & (owner[order] >= 0)
+    in_order, owner_in_order = order[keep], owner[order][keep]
+    by_instance = np.argsort(owner_in_order, kind="stable")
+    bounds_at = np.searchsorted(owner_in_order[by_instance], np.arange(N + 1))
+    sorted_keys = in_order[by_instance]
     for d in range(N):
-        residents[d] = order[(owner_in_order == d) & placed[order] & ~pinned[order]].tolist()
+        residents[d] = sorted_keys[bounds_at[d]:bounds_at[d + 1]].tolist()
     bumped = np.zeros(stats.keys, dtype=bool)
-    heap = [(int(rank[k]), k) for k in candidates]
+    heap = list(zip(rank[candidates].tolist(), candidates))
     heapq.heapify(heap)
     feasible = True
+    loads_at = loads.__getitem__
+    instances = range(N)
     while heap:
         _, k = heapq.heappop(heap)
-        ck = c[k]
-        target, chosen = llfd_target(loads, ck, U, residents, c.__getitem__, lambda k2: 0 if bumped[k2] else 1)
+        ck = float(c[k])
+        d0 = min(instances, key=loads_at)
+        if loads[d0] + ck <= U[d0] + EPS:
+            target, chosen = d0, ()
+        else:
+            target, chosen = llfd_target(loads, ck, U, residents, c.__getitem__, lambda k2: 0 if bumped[k2] else 1)
         for k2, _m in chosen:
             bumped[k2] = True; loads[target] -= c[k2]; owner[k2] = -1; table.pop(k2, None)
             heapq.heappush(heap, (int(rank[k2]), k2))
         if target is None:                     # §8 A6: least-loaded instance, plan infeasible
             feasible = False
-            target = min(range(N), key=lambda d: (loads[d], d))
+            target = min(instances, key=loads_at)
         owner[k] = target; loads[target] += ck
         if target != h[k]:
             table[k] = target
@@ -157,8 +181,8 @@ def plan_status(loads: np.ndarray, feasible: bool, U: float, be: Optional[Bounds
 
 
 def _plan(name: str, stats: Stats, table: dict, rank: np.ndarray, theta_max: float,
-          trials: tuple = (), best_effort: bool = True) -> RoutingPlan:
-    new_table, owner, feasible, be = _phase2_llfd(stats, table, rank, theta_max, best_effort)
+          trials: tuple = (), best_effort: bool = True, order: Optional[np.ndarray] = None) -> RoutingPlan:
+    new_table, owner, feasible, be = _phase2_llfd(stats, table, rank, theta_max, best_effort, order)
     old_owner = assignment(stats.hashed, stats.table)
     moved, M = migration_cost(old_owner, owner, stats.state)
     loads = instance_loads(owner, stats.cost, stats.instances)

@@ -28,7 +28,7 @@ import numpy as np
 from spark_governor.policies.partitioning.routing_discretise import discretised_values
 
 __all__ = ["Stats", "RoutingPlan", "Bounds", "assignment", "instance_loads", "migration_cost", "cost_order",
-           "gamma_order", "memory_order", "bounds", "giant_threshold", "lower_bound", "within_bounds", "THETA_MAX",
+           "gamma_order", "memory_order", "bounds", "giant_bound", "giant_threshold", "lower_bound", "within_bounds", "THETA_MAX",
            "BETA", "EPS", "VALID"]
 
 THETA_MAX = 0.08
@@ -43,7 +43,12 @@ VALID = ("ok", "fallback_mintable", "exact", "best_effort")
 class Stats:
     """Per-key statistics of the last interval: ``cost`` c(k), ``state`` S(k, w), ``hashed`` h(k)
     (0..N−1), for N = ``instances``; ``table`` the current routing table {key index: instance}.
-    ``discretisation_r`` > 0 replaces c and S by their HLHE + greedy discretisation (§3.9)."""
+    ``discretisation_r`` > 0 replaces c and S by their HLHE + greedy discretisation (§3.9).
+    ``reserve`` (ours, ≥ 0, c's unit): the load every instance is expected to receive from keys
+    not in these statistics — hashed, so no table moves it (``routing_plan``: Good–Turing); it
+    only narrows a giant's best-effort bound (:func:`giant_bound`), below (1 + ``goal_theta``)·
+    max(c_max, L̄) — ``goal_theta`` the user's θmax when the planner aims tighter (a planning
+    margin, ``routing_plan``), else None: the planner's θ."""
 
     cost: np.ndarray
     state: np.ndarray
@@ -52,6 +57,8 @@ class Stats:
     table: Mapping[int, int] = field(default_factory=dict)
     discretisation_r: int = 0
     fixed: Optional[np.ndarray] = None   # keys that never move (e.g. a residual load per instance)
+    reserve: float = 0.0
+    goal_theta: Optional[float] = None
 
     def __post_init__(self):
         c = np.asarray(self.cost, dtype=float); s = np.asarray(self.state, dtype=float)
@@ -77,6 +84,8 @@ class Stats:
             raise ValueError("fixed needs one flag per key")
         if any(fixed[k] for k in table):
             raise ValueError("a fixed key cannot have a table entry")
+        if not self.reserve >= 0:
+            raise ValueError("reserve must be >= 0")
         object.__setattr__(self, "fixed", fixed)
 
     @property
@@ -132,8 +141,9 @@ class RoutingPlan:
 def assignment(hashed: np.ndarray, table: Mapping[int, int]) -> np.ndarray:
     """F(k) = A[k] if present else h(k) (Eq. 1)."""
     owner = np.array(hashed, dtype=np.int64, copy=True)
-    for k, d in table.items():
-        owner[k] = d
+    if table:
+        owner[np.fromiter(table.keys(), dtype=np.int64, count=len(table))] = \
+            np.fromiter(table.values(), dtype=np.int64, count=len(table))
     return owner
 
 
@@ -221,10 +231,24 @@ def giant_threshold(stats: Stats, theta_max: float) -> Optional[float]:
 
 @dataclass(frozen=True)
 class Bounds:
-    """Per-instance load bounds of a best-effort plan: ``per_instance[d]`` = c(giant) + θmax·R̄ on
-    a giant's instance, (1 + θmax)·R̄ elsewhere; ``home`` giant key → its instance; ``target`` =
-    max(per_instance), the plan's maximum load when the bounds are met: c_max + θmax·R̄ ≤
+    """Per-instance load bounds of a best-effort plan: ``per_instance[d]`` = :func:`giant_bound`
+    = c(giant) + min(θmax·R̄, room) on a giant's instance, room = max(0, (1 + θmax)·max(c_max, L̄)
+    − c(giant) − reserve) (``Stats.reserve``; room ≥ θmax·R̄ without one, so the bound is then
+    c(giant) + θmax·R̄), (1 + θmax)·R̄ elsewhere; ``home`` giant key → its instance; ``target`` =
+    max(per_instance), the plan's maximum load when the bounds are met: ≤ c_max + θmax·R̄ ≤
     (1 + θmax)·max(c_max, L̄).
+
+    Why the room (ours, issue 18): the keys of the next batch that are not in the statistics are
+    hashed — ``reserve`` per instance on average, on a giant's instance too, whatever the table
+    says. The giant's instance then gets c(giant) + its planned keys + reserve; with 10⁵ keys,
+    16 partitions, z = 1 the reserve is 8.6 % of the heaviest key and c_max + θmax·R̄ became
+    1.107–1.109 × max(c_max, L̄) in the next batch. So movable keys join a giant only as far as
+    the instance stays within (1 + θmax)·max(c_max, L̄) with the reserve on top — none when the
+    reserve alone fills the room (every key hashed there gets an entry: ~1 300 at 16
+    partitions). Lighter giants have room to spare (the bound is c_max, not theirs) and keep the
+    paper's slack. The reserve is not added to the other instances: it is the same on each, and
+    their bound is relative to the mean (adding it as fixed load there made keys just below
+    (1 + θmax)·R̄ fit nowhere and multiplied Mixed's migration by 5–10 at 32–64 partitions).
 
     Why c(giant) + θmax·R̄ and not c(giant) alone (the giant strictly alone, which minimises the
     maximum load): every key hashed to the giant's instance would need a table entry — with
@@ -264,15 +288,23 @@ def bounds(stats: Stats, owner: np.ndarray, theta_max: float) -> Optional[Bounds
         taken[d] = True
     per = np.full(N, thr)
     slack = thr * theta_max / (1 + theta_max)            # θmax·R̄
+    goal = (1 + (theta_max if stats.goal_theta is None else stats.goal_theta)) * lower_bound(stats)
     for k, d in home.items():
-        per[d] = float(c[k]) + slack
+        per[d] = giant_bound(float(c[k]), slack, goal, stats.reserve)
     return Bounds(per, home, float(per.max()))
+
+
+def giant_bound(cost: float, slack: float, goal: float, reserve: float = 0.0) -> float:
+    """The bound of a giant's instance (:class:`Bounds`): c(giant) + min(``slack`` = θmax·R̄,
+    max(0, ``goal`` − c(giant) − ``reserve``)), ``goal`` = (1 + θmax)·max(c_max, L̄). With
+    ``reserve`` 0 it is c(giant) + θmax·R̄ (R̄ < c(giant) ≤ c_max, so θmax·R̄ < goal − c(giant))."""
+    return cost + min(slack, max(0.0, goal - cost - reserve))
 
 
 def within_bounds(stats: Stats, owner: np.ndarray, theta_max: float) -> bool:
     """Whether ``owner`` meets the target the planners aim for: every load ≤ U when there is no
     giant (the paper's trigger, digest §8 A2), else every giant on its own instance within
-    c(giant) + θmax·R̄ and every other instance ≤ (1 + θmax)·R̄ (the best-effort bounds, giants
+    :func:`giant_bound` and every other instance ≤ (1 + θmax)·R̄ (the best-effort bounds, giants
     where they are)."""
     loads = instance_loads(owner, stats.cost, stats.instances)
     b = bounds(stats, owner, theta_max)
