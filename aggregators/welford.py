@@ -32,6 +32,8 @@ class Moments:
             n = len(values)
             if n == 0:
                 return Moments()
+            if n == 1:  # the common case at ingest: one task per runtime vertex and window
+                return Moments(1, float(values[0]), 0.0)
             mean = math.fsum(values) / n
             return Moments(n, mean, math.fsum((x - mean) ** 2 for x in values))
         arr = np.asarray(values, dtype=np.float64)
@@ -82,3 +84,32 @@ class Moments:
     def to_dict(self) -> dict:
         return {"count": self.n, "mean": self.mean if self.n else None,
                 "variance": self.variance, "cv": self.cv}
+
+
+def sql_merge(name: str, stored: str, incoming: str) -> dict[str, str]:
+    """Chan et al.'s merge (as :meth:`Moments.merge`, same order of operations) as SQL expressions, for an
+    upsert that merges a window's moments inside the database (``INSERT … ON CONFLICT DO UPDATE``).
+
+    ``stored`` and ``incoming`` qualify the columns ``<name>_n``, ``<name>_mean``, ``<name>_m2`` of the
+    stored row and of the new one (e.g. ``runtime_windows`` and ``excluded``). Every right-hand side reads
+    the stored row as it was before the update (SQL semantics), like the Python merge. Column names come
+    from the schema, never from input. SQLite and PostgreSQL evaluate them alike: ``_mean``/``_m2`` are
+    floating-point columns, so every product and quotient below is computed in double precision."""
+    n_s, n_i = f"{stored}.{name}_n", f"{incoming}.{name}_n"
+    mean_s, mean_i = f"{stored}.{name}_mean", f"{incoming}.{name}_mean"
+    m2_s, m2_i = f"{stored}.{name}_m2", f"{incoming}.{name}_m2"
+    delta = f"({mean_i} - {mean_s})"
+    return {
+        f"{name}_n": f"{n_s} + {n_i}",
+        f"{name}_mean": f"CASE WHEN {n_i} = 0 THEN {mean_s} WHEN {n_s} = 0 THEN {mean_i} "
+                        f"ELSE {mean_s} + {delta} * {n_i} / ({n_s} + {n_i}) END",
+        f"{name}_m2": f"CASE WHEN {n_i} = 0 THEN {m2_s} WHEN {n_s} = 0 THEN {m2_i} "
+                      f"ELSE {m2_s} + {m2_i} + {delta} * {delta} * {n_s} * {n_i} / ({n_s} + {n_i}) END",
+    }
+
+
+def sql_saturating_sum(column: str, stored: str, incoming: str, limit: int = 2**63 - 1) -> str:
+    """``stored.column + incoming.column`` capped at ``limit`` (a BIGINT column holds at most 2**63 − 1),
+    written so that the sum is never evaluated when it would overflow (both are ≥ 0)."""
+    s, i = f"{stored}.{column}", f"{incoming}.{column}"
+    return f"CASE WHEN {i} > {limit} - {s} THEN {limit} ELSE {s} + {i} END"

@@ -8,7 +8,9 @@ scheduler evaluates them while the load runs.
 
 Printed: offered vs achieved reports per second, accepted vs stored (counted in the database after
 the run), p50/p99 answer time, the server's CPU seconds per report (its processes' user + system
-time from ``/proc``), errors by kind, and the load average of the machine.
+time from ``/proc``), and for a PostgreSQL on this machine the database's too (the postmaster found
+as the parent of a backend, ``pg_backend_pid()``; every process of that cluster), errors by kind, and
+the load average of the machine.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class LoadResult:
     offered: int = 0
     answered: int = 0
     accepted: int = 0
+    duplicates: int = 0  # answered 200 with duplicate: true (not stored again)
     stored: int = 0
     errors: dict = field(default_factory=dict)
     p50_s: Optional[float] = None
@@ -46,6 +49,7 @@ class LoadResult:
     max_lateness_s: float = 0.0
     elapsed_s: float = 0.0  # from the first offered report to the last answer
     server_cpu_s: float = 0.0
+    database_cpu_s: Optional[float] = None  # PostgreSQL on this machine: its processes' CPU seconds
     loadavg_before: tuple = ()
     loadavg_after: tuple = ()
 
@@ -62,9 +66,16 @@ class LoadResult:
     def cpu_ms_per_report(self) -> Optional[float]:
         return 1000 * self.server_cpu_s / self.accepted if self.accepted else None
 
+    @property
+    def database_cpu_ms_per_report(self) -> Optional[float]:
+        if self.database_cpu_s is None or not self.accepted:
+            return None
+        return 1000 * self.database_cpu_s / self.accepted
+
     def as_dict(self) -> dict:
         return {**asdict(self), "offered_per_s": self.offered_per_s, "achieved_per_s": self.achieved_per_s,
                 "cpu_ms_per_report": self.cpu_ms_per_report,
+                "database_cpu_ms_per_report": self.database_cpu_ms_per_report,
                 "achieved_ratio": self.accepted / self.offered if self.offered else None}
 
 
@@ -113,7 +124,8 @@ def job_report(job: str, reporter_id: str, seq: int, tasks: int, now_ms: int, rn
 
 
 def _cpu_seconds(root_pid: int) -> float:
-    """User + system CPU seconds of ``root_pid`` and its live children (gunicorn master and workers)."""
+    """User + system CPU seconds of ``root_pid``, its live children (gunicorn workers, PostgreSQL backends) and
+    the children it has reaped."""
     tick = os.sysconf("SC_CLK_TCK")
     pids = {root_pid}
     try:
@@ -128,7 +140,29 @@ def _cpu_seconds(root_pid: int) -> float:
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        if pid == root_pid:  # cutime, cstime: children that exited (and were waited for) count too
+            total += (int(fields[13]) + int(fields[14])) / tick
     return total
+
+
+def _postmaster_pid(db_url: str) -> Optional[int]:
+    """The PostgreSQL postmaster serving ``db_url`` when it runs on this machine (else None)."""
+    if not db_url.startswith("postgresql"):
+        return None
+    from sqlalchemy import text
+
+    from spark_governor.aggregators.db import make_engine
+
+    eng = make_engine(db_url)
+    try:
+        with eng.connect() as conn:
+            backend = int(conn.execute(text("SELECT pg_backend_pid()")).scalar())
+        with open(f"/proc/{backend}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])  # ppid
+    except (OSError, ValueError, IndexError):
+        return None  # a remote server, or /proc not readable
+    finally:
+        eng.dispose()
 
 
 def _sender(host: str, port: int, work: "queue.Queue", out: list, lock: threading.Lock, errors: dict) -> None:
@@ -224,16 +258,20 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         configured = _configure_policies(url, names, policy_share)
         out(f"bench load: {jobs} jobs ({configured} with a policy), {tasks} tasks per report, {seconds:g} s, "
             f"{result.db}, {workers} workers x {threads} threads")
-        work: queue.Queue = queue.Queue()
         answers: list = []
         lock = threading.Lock()
         n_senders = senders or min(128, max(8, jobs // 4))
+        # each job's reports go through one sender, in order, as a real reporter sends them (a report
+        # overtaken by the job's next one would be answered as a duplicate and not stored)
+        works: list[queue.Queue] = [queue.Queue() for _ in range(n_senders)]
         threads_ = [threading.Thread(target=_sender, args=("127.0.0.1", port, work, answers, lock, result.errors),
-                                     daemon=True) for _ in range(n_senders)]
+                                     daemon=True) for work in works]
         for t in threads_:
             t.start()
         result.loadavg_before = os.getloadavg()
+        postmaster = _postmaster_pid(db_url)
         cpu0 = _cpu_seconds(proc.pid)
+        db_cpu0 = _cpu_seconds(postmaster) if postmaster else None
         start = time.monotonic()
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
         seqs = [1] * jobs
@@ -246,18 +284,21 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
                 seqs[i] += 1
                 body = gzip.compress(json.dumps(job_report(names[i], names[i], seqs[i], tasks,
                                                            int(time.time() * 1000), rng)).encode(), 1)
-                work.put((due, body))
+                works[i % n_senders].put((due, body))
                 result.offered += 1
-        for _ in threads_:
+        for work in works:
             work.put(None)
         for t in threads_:
             t.join(120)
         result.elapsed_s = time.monotonic() - start
         result.server_cpu_s = _cpu_seconds(proc.pid) - cpu0
+        if postmaster and db_cpu0 is not None:
+            result.database_cpu_s = _cpu_seconds(postmaster) - db_cpu0
         result.loadavg_after = os.getloadavg()
         latencies = sorted(a[0] for a in answers)
         result.answered = len(answers)
         result.accepted = sum(1 for a in answers if not a[1])
+        result.duplicates = result.answered - result.accepted
         result.max_lateness_s = max((a[2] for a in answers), default=0.0)
         if latencies:
             result.p50_s = latencies[len(latencies) // 2]
@@ -274,11 +315,14 @@ def format_result(r: LoadResult) -> str:
         f"offered  {r.offered_per_s:8.1f} reports/s   achieved {r.achieved_per_s:8.1f} reports/s "
         f"({r.achieved_per_s / r.offered_per_s:.1%}; {ratio:.1%} of the offered reports accepted, the last "
         f"answer after {r.elapsed_s:.1f} s)",
-        f"accepted {r.accepted:8d}             stored   {r.stored:8d} (counted in the database)",
+        f"accepted {r.accepted:8d}             stored   {r.stored:8d} (counted in the database; "
+        f"{r.duplicates} answered as duplicates)",
         f"p50 {r.p50_s if r.p50_s is not None else float('nan'):.3f} s   p99 "
         f"{r.p99_s if r.p99_s is not None else float('nan'):.3f} s   (sender lateness max {r.max_lateness_s:.3f} s)",
         f"server CPU {r.server_cpu_s:.1f} s = "
-        + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a"),
+        + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a")
+        + (f"; database CPU {r.database_cpu_s:.1f} s = {r.database_cpu_ms_per_report:.2f} ms per report"
+           if r.database_cpu_ms_per_report is not None else ""),
         f"errors {sum(r.errors.values())} {r.errors or ''}",
         "load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} ({} cores)".format(
             *r.loadavg_before, *r.loadavg_after, os.cpu_count()),

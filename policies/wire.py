@@ -16,25 +16,70 @@ reporter keeps working against a newer control plane.
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 SCHEMA_VERSION = 2
 #: report schema versions the control plane accepts
 ACCEPTED_SCHEMA_VERSIONS = (1, 2)
-MAX_TASKS_PER_REPORT = 100_000
+#: tasks per report: bounds the server's memory per request (a 20 000-task report is about 14 MB of JSON
+#: and ~100 MB of parsed objects at peak); the reporter splits larger reports (issue #16)
+MAX_TASKS_PER_REPORT = 20_000
 MAX_ITEMS_PER_REPORT = 10_000
 MAX_KNOB_STATE_BYTES = 16_384
 
-NonNeg = Annotated[int, Field(ge=0)]
+#: the largest values the database columns hold: BIGINT (SQLite INTEGER, PostgreSQL bigint) and
+#: INTEGER (PostgreSQL integer). Every integer of a report is bounded by the column it is stored in, so
+#: a value the database cannot hold is a 400 naming the field, never a failed insert (500).
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+#: a count, id, or time stored in a BIGINT column
+NonNeg = Annotated[int, Field(ge=0, le=INT64_MAX)]
+#: a count or id stored in an INTEGER column (stage ids, partitions, attempts, slots, versions)
+NonNeg32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+#: the deepest nesting accepted inside free-form JSON values (observed metrics, knob state)
+MAX_JSON_DEPTH = 32
+
+
+def _check_json_value(value: Any, path: str = "", depth: int = 0) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{path or 'value'}: nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path or 'value'}: NaN and Infinity are not allowed")
+    elif isinstance(value, int):
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise ValueError(f"{path or 'value'}: integer outside the 64-bit range")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_json_value(v, f"{path}.{k}" if path else str(k), depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_json_value(v, f"{path}.{i}" if path else str(i), depth + 1)
+
+
+def _finite_json(value: Any) -> Any:
+    """A free-form JSON value as stored (JSON columns) and served again: no NaN/Infinity (they make the
+    API's answers invalid JSON), integers within 64 bits, bounded depth. The error names the inner path."""
+    _check_json_value(value)
+    return value
+
+
+#: free-form JSON (Spark's observed metrics, state operator progress, an applier's knob state)
+JsonValue = Annotated[Any, AfterValidator(_finite_json)]
 Name = Annotated[str, Field(min_length=1, max_length=256)]
 JobName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 TemplateKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: NaN/Infinity in any float field is a 400 (JsonValue checks the free-form ones)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 Knob = Literal["executors", "batch_interval", "partition_plan", "exchanges"]
@@ -44,7 +89,7 @@ class DirectiveAck(_Strict):
     """What the driver did with a directive version."""
 
     knob: Knob
-    version: NonNeg
+    version: NonNeg32  # directives.version is an INTEGER column
     status: Literal["applied", "failed", "not_actuatable"]
     message: Optional[Annotated[str, Field(max_length=2048)]] = None
 
@@ -72,13 +117,13 @@ class ReporterInfo(_Strict):
     orphaned_total: NonNeg = 0  # task events whose job/stage context was lost
     app_id: Optional[Name] = None
     master: Optional[Name] = None
-    slots: Optional[NonNeg] = None  # current task slots (total executor cores / task cpus)
-    executors: Optional[NonNeg] = None  # executors registered, the driver excluded
+    slots: Optional[NonNeg32] = None  # current task slots (total executor cores / task cpus)
+    executors: Optional[NonNeg32] = None  # executors registered, the driver excluded
     not_actuatable: dict[Knob, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict)
     applied: list[DirectiveAck] = Field(default_factory=list, max_length=64)
     #: what the job's applier says about its knob, e.g. the optional exchanges it declared
     #: (``collectors.exchanges``); JSON, at most MAX_KNOB_STATE_BYTES per knob
-    knob_state: dict[Knob, Any] = Field(default_factory=dict)
+    knob_state: dict[Knob, JsonValue] = Field(default_factory=dict)
     #: how this reporter is attached and which knobs it can apply (absent: unknown, none refused)
     attachment: Optional[AttachmentInfo] = None
 
@@ -95,7 +140,7 @@ class TemplateRecord(_Strict):
 
     key: TemplateKey
     name: Name
-    ordinal: NonNeg  # topological position of the stage among its query's stages
+    ordinal: NonNeg32  # topological position of the stage among its query's stages
     operators: list[Annotated[str, Field(max_length=256)]] = Field(default_factory=list, max_length=256)
     parents: list[TemplateKey] = Field(default_factory=list, max_length=256)
 
@@ -106,13 +151,13 @@ class StageRecord(_Strict):
     template_key: TemplateKey
     query_id: Optional[Name] = None
     batch_id: Optional[NonNeg] = None
-    stage_id: NonNeg
-    attempt: NonNeg
-    num_tasks: NonNeg
+    stage_id: NonNeg32
+    attempt: NonNeg32
+    num_tasks: NonNeg32
     submission_ms: Optional[NonNeg] = None
     completion_ms: Optional[NonNeg] = None
     failure_reason: Optional[Annotated[str, Field(max_length=4096)]] = None
-    slots: Optional[NonNeg] = None
+    slots: Optional[NonNeg32] = None
 
 
 class TaskRecord(_Strict):
@@ -121,11 +166,11 @@ class TaskRecord(_Strict):
     template_key: TemplateKey
     query_id: Optional[Name] = None
     batch_id: Optional[NonNeg] = None
-    stage_id: NonNeg
-    stage_attempt: NonNeg
+    stage_id: NonNeg32
+    stage_attempt: NonNeg32
     task_id: NonNeg
-    partition: NonNeg
-    attempt: NonNeg
+    partition: NonNeg32
+    attempt: NonNeg32
     executor_id: Name
     host: Optional[Name] = None
     stage_submission_ms: Optional[NonNeg] = None
@@ -172,9 +217,9 @@ class BatchRecord(_Strict):
     num_input_rows: NonNeg
     input_rows_per_second: Optional[Annotated[float, Field(ge=0)]] = None
     processed_rows_per_second: Optional[Annotated[float, Field(ge=0)]] = None
-    state_operators: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
-    event_time: dict[str, str] = Field(default_factory=dict, max_length=16)
-    observed_metrics: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    state_operators: list[dict[str, JsonValue]] = Field(default_factory=list, max_length=64)
+    event_time: dict[str, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict, max_length=16)
+    observed_metrics: dict[str, JsonValue] = Field(default_factory=dict, max_length=64)
 
 
 #: bounds of the per-batch partition statistics (``PartitionStatsRecord``)
@@ -204,7 +249,7 @@ class PartitionStatsRecord(_Strict):
     tuples: NonNeg
     keys: NonNeg
     exact: bool = True
-    key_counts: list[tuple[Annotated[str, Field(max_length=256)], Annotated[int, Field(ge=1)]]] = Field(
+    key_counts: list[tuple[Annotated[str, Field(max_length=256)], Annotated[int, Field(ge=1, le=INT64_MAX)]]] = Field(
         default_factory=list, max_length=MAX_KEY_COUNTS)
     other_keys: NonNeg = 0
     other_tuples: NonNeg = 0
@@ -217,7 +262,7 @@ class PartitionStatsRecord(_Strict):
     mpi: Optional[NonNegFloat] = None
     max_mean_load: Optional[NonNegFloat] = None
     bsi_buckets: Optional[NonNegFloat] = None
-    split_keys: Optional[NonNeg] = None
+    split_keys: Optional[NonNeg32] = None
     stats_ms: Optional[NonNegFloat] = None
     planning_ms: Optional[NonNegFloat] = None
     processing_ms: Optional[NonNegFloat] = None
@@ -354,12 +399,41 @@ def validate_job_name(job: str) -> str:
         raise ValueError(f"job: {exc.errors()[0]['msg']} (got {job!r})") from None
 
 
+def _nul_path(value: Any, path: str = "") -> Optional[str]:
+    """The dotted path of the first string (value or key) holding a NUL character, or None."""
+    if isinstance(value, str):
+        return (path or "body") if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if "\x00" in str(k):
+                return sub
+            found = _nul_path(v, sub)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _nul_path(v, f"{path}.{i}" if path else str(i))
+            if found:
+                return found
+    return None
+
+
 def parse_report(raw: bytes | str) -> Report:
-    """Parse and validate a JSON report; raises ReportError with a message naming the field."""
+    """Parse and validate a JSON report; raises ReportError with a message naming the field.
+
+    Beyond the schema: a NUL character (``\\u0000``) in any string is refused, because PostgreSQL
+    text columns cannot hold it (the insert would fail); looked for only when the raw text has one."""
     try:
-        return Report.model_validate_json(raw)
+        report = Report.model_validate_json(raw)
     except ValidationError as exc:
         raise ReportError(describe_validation_error(exc)) from None
+    probe = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    if b"\\u0000" in probe.lower():
+        path = _nul_path(report.model_dump())
+        if path is not None:
+            raise ReportError(f"{path}: NUL characters (\\u0000) are not allowed in strings")
+    return report
 
 
 #: Name of the observed metric that ``collectors.observe.observe_event_time`` adds to a query;

@@ -1,0 +1,105 @@
+"""The cost of one report at the control plane, by phase: ``python -m spark_governor.bench.ingest_profile --db URL``.
+
+Reports shaped like ``bench load``'s (``bench.load.job_report``: 40 tasks of two stages, both stage records,
+one micro-batch, current timestamps) of ``--jobs`` jobs, ``--rounds`` each, are applied as ``POST
+/api/v1/reports`` applies them, without HTTP: ``parse_report`` (JSON parse and validation), then one
+transaction of ``ingest_report`` and the directives read, committed. Printed per report: CPU milliseconds of
+this process for parsing and for the transaction (SQLAlchemy, the driver, the Welford merges, and for SQLite the
+database itself), wall milliseconds, the statements sent (driver calls; an ``executemany`` counted once per
+row on PostgreSQL, where the driver sends one statement per row), and for a PostgreSQL on this machine the
+CPU milliseconds of its processes. ``--profile`` adds cProfile's top functions.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import sys
+import time
+
+from sqlalchemy import event
+
+from spark_governor.aggregators.db import make_engine, upgrade
+from spark_governor.aggregators.directives import current_directives
+from spark_governor.aggregators.ingest import ingest_report
+from spark_governor.bench.load import _cpu_seconds, _postmaster_pid, job_report
+from spark_governor.policies.wire import parse_report
+
+
+def profile(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top: int = 0, out=print) -> dict:
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    statements = [0]
+    pg = engine.dialect.name == "postgresql"
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _count(conn, cursor, statement, parameters, context, executemany):
+        # a list of rows sent by executemany is one statement per row on PostgreSQL; SQLAlchemy's
+        # "insertmanyvalues" hands over one dict of parameters for one multi-row statement
+        statements[0] += len(parameters) if executemany and pg and isinstance(parameters, (list, tuple)) else 1
+
+    rng = random.Random(0)
+    run = f"prof{int(time.time()) % 100000}-"
+
+    def body(j: int, seq: int) -> bytes:
+        return json.dumps(job_report(f"{run}{j}", f"{run}{j}", seq, tasks, int(time.time() * 1000), rng)).encode()
+
+    def apply(raw: bytes, clock: list) -> None:
+        t0 = time.process_time()
+        report = parse_report(raw)
+        t1 = time.process_time()
+        with engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            result = ingest_report(conn, report, 5000, None)
+            current_directives(conn, result.job_id)
+        clock[0] += t1 - t0
+        clock[1] += time.process_time() - t1
+
+    warm = [0.0, 0.0]
+    for j in range(jobs):  # first reports create jobs, reporters and vertices: not the steady state
+        apply(body(j, 1), warm)
+    bodies = [body(j, 2 + r) for r in range(rounds) for j in range(jobs)]
+    postmaster = _postmaster_pid(db_url)
+    db0 = _cpu_seconds(postmaster) if postmaster else None
+    statements[0] = 0
+    clock = [0.0, 0.0]
+    prof = cProfile.Profile() if top else None
+    wall0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    for raw in bodies:
+        apply(raw, clock)
+    if prof:
+        prof.disable()
+    n = len(bodies)
+    res = {"db": engine.dialect.name, "reports": n, "tasks": tasks,
+           "parse_cpu_ms": 1000 * clock[0] / n, "transaction_cpu_ms": 1000 * clock[1] / n,
+           "wall_ms": 1000 * (time.perf_counter() - wall0) / n, "statements": statements[0] / n,
+           "database_cpu_ms": 1000 * (_cpu_seconds(postmaster) - db0) / n if postmaster else None,
+           "profiled": bool(prof)}
+    engine.dispose()
+    out(f"{res['db']}: {n} reports of {tasks} tasks: parse {res['parse_cpu_ms']:.2f} ms CPU, transaction "
+        f"{res['transaction_cpu_ms']:.2f} ms CPU, {res['wall_ms']:.2f} ms wall, {res['statements']:.1f} statements"
+        + (f", database {res['database_cpu_ms']:.2f} ms CPU" if res["database_cpu_ms"] is not None else "")
+        + " per report" + (" (under cProfile)" if prof else ""))
+    if prof:
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(top)
+    return res
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", required=True, help="SQLAlchemy URL (a scratch database: reports are stored)")
+    ap.add_argument("--jobs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--tasks", type=int, default=40)
+    ap.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile, print the TOP functions")
+    args = ap.parse_args(argv)
+    profile(args.db, args.jobs, args.rounds, args.tasks, args.profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Issue #16: ``bench load`` against a real ``serve`` (gunicorn) on SQLite, a few jobs for a few seconds: every
+offered report is answered, accepted and stored once (counted in the database), none overtakes its job's previous
+one (which would be answered as a duplicate), and the server's CPU time per report is measured."""
+from __future__ import annotations
+
+import re
+
+from spark_governor.bench.load import format_result, run_load
+
+
+def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
+    lines: list[str] = []
+    r = run_load(jobs=4, seconds=2, db_url=sqlite_url, workers=1, threads=4, tasks=10, policy_share=0.5,
+                 out=lines.append)
+    assert "4 jobs (2 with a policy)" in lines[0]
+    assert r.offered == 8 and r.answered == 8
+    assert r.accepted == r.stored == 8 and r.duplicates == 0 and r.errors == {}
+    assert r.p50_s is not None and 0 < r.p50_s <= r.p99_s
+    assert r.server_cpu_s > 0 and r.cpu_ms_per_report > 0
+    assert r.database_cpu_s is None  # SQLite: no separate database server
+    text = format_result(r)
+    assert re.search(r"accepted\s+8\s+stored\s+8 ", text), text
+    assert "0 answered as duplicates" in text and "ms per report" in text
