@@ -2,32 +2,33 @@
 
 One series per state of ``aggregators.health.STATES`` and job: 1 for the job's current verdict, 0 for
 the others (so a Grafana state panel or an alert reads ``spark_governor_health{state="no-progress"} == 1``).
-Verdicts are computed over the last ``window_s`` seconds (default 60) for the jobs that are active
-(``aggregators.job_state``); a stopped job has no verdict (``spark_governor_job_up`` says it stopped).
+Verdicts are computed over the last ``window_s`` seconds (default 60) for every exported job, also a
+stopped one (its verdict then tells how it ended, e.g. ``unhealthy`` for a terminated query, and turns
+``unknown`` once its data is older than the window; ``spark_governor_job_up`` says it stopped).
 Each verdict is kept for ``ttl_s`` seconds (default 10, the default evaluation interval) per process,
 so frequent scrapes do not rebuild every job's view; expired jobs are left out (``api.job_metrics``).
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators.health import STATES, Verdict, job_health
-from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
-from spark_governor.aggregators.models import jobs
 from spark_governor.api.job_metrics import DEFAULT_EXPIRY_S, PREFIX, exported_jobs
+
+log = logging.getLogger("spark_governor.metrics")
 
 
 class HealthCollector:
-    """The verdict of every active, exported job (see the module docstring)."""
+    """The verdict of every exported job (see the module docstring)."""
 
-    def __init__(self, engine: Engine, window_ms: int, expiry_s: float = DEFAULT_EXPIRY_S,
-                 stopped_after_s: float = STOPPED_AFTER_S, window_s: float = 60.0, ttl_s: float = 10.0) -> None:
+    def __init__(self, engine: Engine, window_ms: int, expiry_s: float = DEFAULT_EXPIRY_S, window_s: float = 60.0,
+                 ttl_s: float = 10.0) -> None:
         self.engine, self.window_ms, self.expiry_s = engine, window_ms, expiry_s
-        self.stopped_after_s, self.window_s, self.ttl_s = stopped_after_s, window_s, ttl_s
+        self.window_s, self.ttl_s = window_s, ttl_s
         self._cache: dict[str, tuple[float, Verdict]] = {}
 
     def describe(self):
@@ -48,11 +49,12 @@ class HealthCollector:
         seen = set()
         with self.engine.connect() as conn:
             for job_id, name in exported_jobs(conn, now_ms, self.expiry_s).items():
-                row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
-                if row is None or not job_state(conn, row, now_ms, self.stopped_after_s).active:
-                    continue
                 seen.add(name)
-                state = self._verdict(conn, name, now).state
+                try:
+                    state = self._verdict(conn, name, now).state
+                except Exception:  # one job's bad data never breaks /metrics for the others
+                    log.exception("health verdict of job %s failed", name)
+                    continue
                 for s in STATES:
                     g.add_metric([name, s], 1.0 if s == state else 0.0)
         for name in set(self._cache) - seen:

@@ -330,5 +330,5 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     registry.register(ConstraintCollector(engine, window_ms, expiry_s))
     registry.register(PartitionCollector(engine, expiry_s))
     registry.register(BatchIntervalCollector(engine, expiry_s))
-    registry.register(HealthCollector(engine, window_ms, expiry_s, stopped_after_s))
+    registry.register(HealthCollector(engine, window_ms, expiry_s))
     return registry, IngestMetrics(registry)

@@ -270,7 +270,7 @@ def run_demo_job(cfg: DemoConfig, spark=None,
                 remaining = started + cfg.seconds - time.time()
                 if remaining <= 0:
                     break
-                query.awaitTermination(min(0.5, remaining))
+                query.awaitTermination(max(0.001, min(0.5, remaining)))  # Spark wants at least 1 ms
                 if on_batch is not None:
                     batch = _latest_batch(query, started)
                     if batch is not None and batch.batch_id > seen:

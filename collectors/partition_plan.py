@@ -38,7 +38,8 @@ Per batch (``apply``):
    because the addition order differs).
 
 Units: ``*_s`` are seconds of driver wall time. Keys are compared as ``CAST(key AS STRING)``
-(null keys as ``"\\x00"``), the plan's key form (``policies.partitioning.base``).
+(null keys as ``"\\u2400"``, the symbol for NUL: a real NUL cannot travel, PostgreSQL refuses it in text and
+the wire refuses it), the plan's key form (``policies.partitioning.base``).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ from spark_governor.policies.partitioning.metrics import PlanMetrics, plan_metri
 from spark_governor.policies.partitioning.registry import get_partitioner
 
 AGG_FUNCTIONS = ("count", "sum", "min", "max", "mean")
-NULL_KEY = "\x00"
+NULL_KEY = "\u2400"
 MAX_KEY_CHARS = 256  # policies.wire.PartitionStatsRecord.key_counts
 _K, _BLOCK, _BUCKET, _ROWS = "__sg_key", "__sg_block", "__sg_bucket", "__sg_rows"
 
