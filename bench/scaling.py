@@ -2,6 +2,8 @@
 
 Every (rate profile, policy) pair runs in ``bench.scaling_sim`` with the same seed (the same
 noise draws per batch index) and parameters. Units: seconds, rows/s, executor-seconds.
+``bench scaling --calibrate FILE`` instead runs the simulator with the cluster a real
+``bench scaling-real`` run measured, on that run's staircase (``bench.scaling_calibrate``).
 
 Policies are the entries of :data:`POLICIES`; adding one is one line, e.g.
 ``PolicyEntry("my-policy", governed("my-policy", {"some_field": 1}))``: a governed entry loads the

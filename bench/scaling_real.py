@@ -1,8 +1,12 @@
-"""``spark-governor bench scaling-real``: the Kingman policy against a static allocation on a real
-Spark standalone cluster (master + worker on 127.0.0.1), on a short staircase rate profile.
+"""``spark-governor bench scaling-real``: executor policies (Kingman, threshold, utilization-target) and a
+static allocation on a real Spark standalone cluster (master + worker on 127.0.0.1), on one short
+staircase rate profile, in one invocation.
 
 One control plane (in-process, SQLite in the work directory) and one cluster serve every run; each
-run is its own job (``real-<policy>``) with the same whole-query latency constraint. The job is the
+run is its own job (``real-<policy>``) with the same whole-query latency constraint. A governed
+policy is switched on (mode ``act``) once the job has settled at its initial executors, right before
+the staircase begins (t0): its first batches, large and slow while the query starts, would
+otherwise have it scale out before the staircase (earlier runs did so). The job is the
 paced Zipf query of ``bench/scaling_job.py`` (4 partitions, a per-row sleep of ``row_cost_us``
 spread over the executors; 1 core per executor), started at ``initial_executors`` executors (the
 static run: at ``static_executors``), then the input rate steps through ``levels`` (rows/s, each for
@@ -28,7 +32,12 @@ Metrics per run (the same names as ``bench scaling``):
   second; unlike the simulator, executors being provisioned are not counted);
 * ``actions``: executor directives the policy issued; ``oscillations``: direction reversals within
   ``oscillation_window_s`` (``bench.scaling.count_oscillations``);
-* ``ratio_vs_static``: executor-seconds / the static run's.
+* ``ratio_vs_static``: executor-seconds / the static run's;
+* ``cluster`` and ``service`` (``bench.scaling_real_measure``): the provisioning delay, warm-up, the
+  driver's per-batch overhead and the service times measured in the run — from the control plane's
+  ``GET /api/v1/jobs/<job>/cluster`` when it has them, else from the bench's own progress records and
+  executor samples — which ``bench scaling --calibrate`` feeds the simulator (issue 14);
+* ``switches``: [(s since t0, rows/s)] as the rates were written, ``initial_executors``.
 
 No search for the smallest static size here (each size is a run of minutes); ``bench scaling``
 does that search in the simulator.
@@ -47,12 +56,16 @@ import requests
 from spark_governor.api.processes import wait_for
 from spark_governor.bench.latency_truth import span_truths
 from spark_governor.bench.scaling import count_oscillations
+from spark_governor.bench.scaling_real_measure import measure_run
 from spark_governor.bench.scaling_sim_model import Action
 from spark_governor.bench.standalone import Driver, StandaloneCluster
 
 TOKEN = "bench-scaling-real"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DEFAULT_LEVELS = (2000.0, 8000.0, 16000.0, 8000.0, 2000.0)
+GOVERNED = ("kingman", "threshold", "utilization-target")  # control-plane policies a run can use
+POLICIES = (*GOVERNED, "static")
+PARTITIONS = 4  # tasks per stage of bench/scaling_job.py (numPartitions, spark.sql.shuffle.partitions)
 
 
 def schedule_rows(switches: list[tuple[float, float]], end_s: float, grid_s: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
@@ -116,15 +129,23 @@ def _put(url: str, body: dict) -> None:
         raise RuntimeError(f"PUT {url}: {r.status_code} {r.text}")
 
 
+def policy_config(policy: str, trigger_s: float, max_executors: int, extra: Optional[dict] = None) -> dict:
+    """The config a governed run registers: bounds [1, max], ``trigger_interval_s`` where the policy's
+    config has it, then ``extra``."""
+    from spark_governor.policies.registry import get_policy
+
+    raw = {"min_value": 1, "max_value": max_executors}
+    if "trigger_interval_s" in get_policy(policy).Config.model_fields:
+        raw["trigger_interval_s"] = trigger_s
+    return {**raw, **(extra or {})}
+
+
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
-    """One run: ``policy`` is ``kingman`` or ``static``."""
+    """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job) or ``static``."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
-    if policy == "kingman":
-        _put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman?register=true", {"mode": "act", "config": {
-            "trigger_interval_s": trigger_s, "min_value": 1, "max_value": max_executors, **(kingman_config or {})}})
     tmp = workdir / job
     tmp.mkdir(parents=True, exist_ok=True)
     driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
@@ -134,6 +155,9 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
         # warm-up: the rows offered while the query started make the first batches large; begin once
         # a few batches with rows have completed, the latest within the trigger interval
         wait_for(lambda: settled(driver.progress(), trigger_s), 300, 1, f"{job}: settled batches")
+        if policy in GOVERNED:  # from now on: every policy starts the staircase from the same executors
+            config = policy_config(policy, trigger_s, max_executors, kingman_config if policy == "kingman" else None)
+            _put(f"{plane.url}/api/v1/jobs/{job}/policies/{policy}?register=true", {"mode": "act", "config": config})
         t0 = time.time()
         switches = []
         for level in levels:
@@ -151,6 +175,14 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
     out = run_metrics(switches, t0, t_end, driver.progress(), driver.samples(), decisions, bound_s, span_s,
                       oscillation_window_s)
     out["plane_attainment"] = (sum(s["attained"] for s in in_run) / len(in_run)) if in_run else None
+    try:
+        out.update(measure_run(plane.url, job, decisions=decisions, samples=driver.samples(),
+                               progress=driver.progress(), t0=t0, t_end=t_end, partitions=PARTITIONS))
+    except (requests.RequestException, ValueError) as exc:  # keep the run's numbers; say what is missing
+        log(f"{job}: cluster measurement failed: {exc}")
+        out.update(cluster=None, service=None, measure_error=str(exc))
+    out["switches"] = [[t, r] for t, r in switches]
+    out["initial_executors"] = initial_executors
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
     out["decisions"] = [{"t_s": d["created_ms"] / 1000.0 - t0, "old": d["old_value"], "new": d["new_value"],
@@ -161,7 +193,7 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
 def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger_s: float = 8.0,
                            bound_s: float = 14.0, span_s: float = 8.0, max_executors: int = 4,
                            static_executors: int = 4, row_cost_us: float = 100.0, workdir: Optional[Path] = None,
-                           policies: tuple[str, ...] = ("kingman", "static"), evaluation_interval_s: float = 8.0,
+                           policies: tuple[str, ...] = POLICIES, evaluation_interval_s: float = 8.0,
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report."""
@@ -193,22 +225,41 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
         r["slo_met"] = r["slo_attainment_windows"] is not None and r["slo_attainment_windows"] >= 0.95 - 1e-12
     return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
-            "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms,
-            "oscillation_window_s": window_s, "workdir": str(workdir)}
+            "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
+            "static_executors": static_executors, "kingman_config": kingman_config or {},
+            "oscillation_window_s": window_s, "workdir": str(workdir),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _f(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_cluster(r: dict) -> str:
+    """One line of the run's measured cluster parameters (``cluster``, ``service``)."""
+    c, svc = r.get("cluster") or {}, r.get("service") or {}
+    prov = (c.get("provisioning") or {}).get("register_s") or {}
+    warm, ovh = c.get("warmup") or {}, c.get("driver_overhead") or {}
+    src = c.get("sources") or {}
+    return (f"{r['policy']}: register {_f(prov.get('median'), '.1f')} s (p90 {_f(prov.get('p90'), '.1f')}, "
+            f"{(c.get('provisioning') or {}).get('samples', 0)} executors, {src.get('provisioning', '-')}); "
+            f"warm-up ×{_f(warm.get('factor'), '.2f')} ({src.get('warmup', '-')}); "
+            f"overhead {_f(ovh.get('mean_s'), '.2f')} s/batch ({ovh.get('samples', 0)} batches, "
+            f"{src.get('driver_overhead', '-')}); service {_f(svc.get('row_cost_s') and svc['row_cost_s'] * 1e6, '.0f')} "
+            "µs/row")
 
 
 def format_real_table(report: dict) -> str:
-    head = (f"{'policy':<12} {'SLO windows':>11} {'plane SLO':>9} {'exec-s':>8} {'vs static':>9} {'actions':>7} "
+    head = (f"{'policy':<18} {'SLO windows':>11} {'plane SLO':>9} {'exec-s':>8} {'vs static':>9} {'actions':>7} "
             f"{'oscill.':>7} {'mean exec':>9} {'p95 win lat s':>13}")
     lines = [head, "-" * len(head)]
-
-    def f(x, spec):
-        return "-" if x is None else format(x, spec)
+    f = _f
     for r in report["results"]:
-        lines.append(f"{r['policy']:<12} {f(r['slo_attainment_windows'], '.3f'):>11} {f(r['plane_attainment'], '.3f'):>9} "
+        lines.append(f"{r['policy']:<18} {f(r['slo_attainment_windows'], '.3f'):>11} {f(r['plane_attainment'], '.3f'):>9} "
                      f"{r['executor_seconds']:>8.0f} {f(r['ratio_vs_static'], '.3f'):>9} {r['actions']:>7} "
                      f"{r['oscillations']:>7} {f(r['mean_executors'], '.2f'):>9} {f(r['window_latency_p95_s'], '.1f'):>13}")
     lines.append("")
+    lines += ["measured: " + format_cluster(r) for r in report["results"] if "cluster" in r]
     lines.append(f"constraint: mean record latency ≤ {report['bound_s']:g} s per {report['span_s']:g} s span; "
                  f"profile {', '.join(f'{x:g}' for x in report['levels'])} rows/s × {report['level_s']:g} s; "
                  "goal: SLO windows ≥ 0.95 " + "; ".join(

@@ -34,9 +34,18 @@ Model (kept simple on purpose):
   task's time (≈ 6 % of the makespan with 200 partitions on 12 slots, ≈ 2.5 % on 5). With both
   noises off, rows a multiple of N and N a multiple of the slots, p is exactly the earlier
   formula (``SimParams.processing_s`` is the noise-free value: overhead + ⌈N/slots⌉ × task time).
+* Driver overhead (issue 14): ``driver_overhead_s`` is added after the last task to every batch's
+  duration, without noise (the driver's offset/commit work, outside the task statistics; the
+  control plane sees it in the batch's duration, not in the stage's makespan). Default 0.
+* Warm-up (issue 14): an executor that registers during the run runs its first ``warmup_tasks``
+  tasks, and those it launches within ``warmup_s`` of registering, ``warmup_factor`` times slower
+  (``scaling_sim_model.warm_schedule``; the control plane's statistics see the slowed service
+  times). Executors are tracked in registration order; a scale-in releases the newest first.
+  Default factor 1: no warm-up, and the schedule is ``list_schedule``'s as before.
 * Latency of a batch = its end − its cut: the latency of its oldest row (batching + waiting for
   the previous batch + processing). Steady state on time: latency = T + p.
-* Executors: raising the target requests the difference, which registers ``up_delay_s`` later.
+* Executors: raising the target requests the difference, which registers ``up_delay_s`` later
+  (the provisioning delay: directive → ``ExecutorAdded``; the new executor is offered tasks at once).
   Lowering it first cancels outstanding requests (newest first), then releases registered
   executors when the running batch ends (idle executors are killed, as
   ``collectors.appliers.ExecutorApplier`` does), at once when no batch runs. Executor-seconds
@@ -67,6 +76,7 @@ from spark_governor.bench.scaling_sim_model import (
     _Running,
     _Tasks,
     list_schedule,
+    warm_schedule,
 )
 from spark_governor.policies.base import BatchStats, JobView
 
@@ -87,6 +97,10 @@ class _State:
     next_eval: int = 0
     exec_ms: int = 0  # ∫ allocated dt, executor-milliseconds
     clock: int = 0
+    # registered executors in registration order: [id, registered ms (None: present at t = 0), warm-up
+    # tasks left] (only read when the params have a warm-up)
+    execs: list[list] = field(default_factory=list)
+    next_exec: int = 0
 
     @property
     def allocated(self) -> int:
@@ -112,6 +126,8 @@ class Simulation:
         self._cum = np.concatenate([[0.0], np.cumsum((r[1:] + r[:-1]) / 2 * GRID_MS / 1000.0)])
         self.rng = np.random.default_rng(seed)
         self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms)
+        self.s.execs = [[i, None, 0] for i in range(controller.initial_executors)]
+        self.s.next_exec = controller.initial_executors
         self.batches: list[BatchRecord] = []
         self.control = SimControlPlane(controller, params)
         self.timeline = [(0.0, self.s.registered, self.s.allocated)]
@@ -175,15 +191,27 @@ class Simulation:
         task_rows = np.full(parts, rows // parts, dtype=np.int64)
         task_rows[:rows % parts] += 1
         service = task_rows * p.row_cost_s * noise * eps
-        launch, finish = list_schedule(service, p.slots(n))
         submit_s = p.overhead_s * noise
-        p_ms = max(1, round(1000 * (submit_s + float(finish.max()))))
+        post = round(1000 * p.driver_overhead_s)
+        warm, execs = None, None
+        if p.warmup:
+            submitted = t + round(1000 * submit_s)
+            slot_execs = [e[0] for e in self.s.execs for _ in range(p.cores_per_executor)][:p.slots(n)] or [-1]
+            warm = {"service": service, "slot_execs": slot_execs, "joins": [],
+                    "left": {e[0]: e[2] for e in self.s.execs},
+                    "until": {e[0]: self._warm_until(e[1], submitted) for e in self.s.execs}}
+            launch, finish, execs = warm_schedule(service, slot_execs, [], warm["left"], warm["until"],
+                                                  p.warmup_factor)
+            service = finish - launch
+        else:
+            launch, finish = list_schedule(service, p.slots(n))
+        p_ms = max(1, round(1000 * (submit_s + float(finish.max())))) + post
         order = np.argsort(finish, kind="stable")
         tasks = _Tasks(order, t + np.round(1000 * (submit_s + launch[order])).astype(np.int64),
                        np.minimum(t + np.round(1000 * (submit_s + finish[order])).astype(np.int64), t + p_ms),
-                       service[order], task_rows[order])
+                       service[order], task_rows[order], executor=execs[order] if execs is not None else None)
         self.s.running = _Running(self._next_id, t, t + p_ms, self.s.cut, rows, n, boundary,
-                                  min(t + round(1000 * submit_s), t + p_ms), tasks)
+                                  min(t + round(1000 * submit_s), t + p_ms), tasks, post=post, warm=warm)
         self._next_id += 1
         self.s.cut = t
 
@@ -191,9 +219,19 @@ class Simulation:
     def _record(r: _Running) -> BatchRecord:
         return BatchRecord(r.batch_id, r.start / 1000.0, r.end / 1000.0, r.cut / 1000.0, r.rows, r.executors)
 
+    def _warm_until(self, registered_ms: int | None, submitted_ms: int) -> float:
+        """End of an executor's timed warm-up, seconds from the stage's submission (−inf: warm)."""
+        if registered_ms is None or self.p.warmup_s <= 0:
+            return -np.inf
+        return (registered_ms - submitted_ms) / 1000.0 + self.p.warmup_s
+
     def _end_batch(self, t: int) -> None:
         self.control.fold_tasks(self.s.running, t)
         r, self.s.running = self.s.running, None
+        if r.tasks.executor is not None:  # warm-up: each task used one of its executor's warm-up tasks
+            ran = dict(zip(*np.unique(r.tasks.executor, return_counts=True)))
+            for e in self.s.execs:
+                e[2] = max(0, e[2] - int(ran.get(e[0], 0)))
         self.control.fold_stage(r)
         self.batches.append(self._record(r))
         processing_s = (r.end - r.start) / 1000.0
@@ -202,8 +240,12 @@ class Simulation:
             input_rows_per_second=r.rows * 1000.0 / (r.start - r.cut) if r.start > r.cut else None,
             processed_rows_per_second=r.rows / processing_s))
         self.s.next_start = max(t, r.boundary)
+        if self.p.live_view:  # the backlog right after the batch: rows arrived after its start
+            self.control.troughs.append((t / 1000.0, float(self.arrived(t) - self.arrived(r.start))))
+            del self.control.troughs[:-1000]
         if self.s.release:
             self.s.registered -= self.s.release
+            self._remove_execs(self.s.release)
             self.s.release = 0
             self._check_applied(t)
 
@@ -211,6 +253,9 @@ class Simulation:
     def _arrive(self, t: int) -> None:
         joined = sum(c for a, c in self.s.requests if a <= t)
         self.s.registered += joined
+        for _ in range(joined):
+            self.s.execs.append([self.s.next_exec, t, self.p.warmup_tasks])
+            self.s.next_exec += 1
         self.s.requests = [[a, c] for a, c in self.s.requests if a > t]
         if self.s.running is not None and joined:
             self._join_running(t, joined)
@@ -228,15 +273,28 @@ class Simulation:
         k = r.tasks
         order = np.argsort(k.partition)
         service, rows, part = k.service_s[order], k.rows[order], k.partition[order]
-        launch, finish = list_schedule(service, p.slots(r.executors), r.joins)
+        execs = None
+        if r.warm is not None:
+            w = r.warm
+            for e in self.s.execs[-joined:]:
+                w["joins"] += [((t - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
+                w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e[1], r.submitted)
+            launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], w["joins"], w["left"], w["until"],
+                                                  p.warmup_factor)
+            service = np.where(k.launch_ms[order] <= t, service, finish - launch)
+        else:
+            launch, finish = list_schedule(service, p.slots(r.executors), r.joins)
         launch_ms = r.submitted + np.round(1000 * launch).astype(np.int64)
         finish_ms = r.submitted + np.round(1000 * finish).astype(np.int64)
         launched = k.launch_ms[order] <= t  # same schedule; keep their ms exactly as folded
         launch_ms = np.where(launched, k.launch_ms[order], launch_ms)
         finish_ms = np.where(launched, k.finish_ms[order], finish_ms)
-        r.end = max(int(finish_ms.max()), r.submitted + 1)
+        if execs is not None:
+            execs = np.where(launched, k.executor[order], execs)
+        r.end = max(int(finish_ms.max()) + r.post, r.submitted + 1)
         by = np.argsort(finish_ms, kind="stable")
-        r.tasks = _Tasks(part[by], launch_ms[by], finish_ms[by], service[by], rows[by], k.folded)
+        r.tasks = _Tasks(part[by], launch_ms[by], finish_ms[by], service[by], rows[by], k.folded,
+                         executor=execs[by] if execs is not None else None)
 
     def _set_target(self, t: int, new: int) -> None:
         s = self.s
@@ -258,6 +316,12 @@ class Simulation:
             s.release += drop
         else:
             s.registered -= drop
+            self._remove_execs(drop)
+
+    def _remove_execs(self, count: int) -> None:
+        """Release ``count`` registered executors, the newest first."""
+        if count > 0:
+            del self.s.execs[-count:]
 
     def _check_applied(self, t: int) -> None:
         if self.s.requests or self.s.release:
@@ -268,7 +332,11 @@ class Simulation:
     def view(self, t: int) -> JobView:
         """The ``JobView`` the policy gets at ``t`` (the running stage's tasks finished by ``t`` folded)."""
         self.control.fold_tasks(self.s.running, t)
-        return self.control.view(t, self.s.registered)
+        live = None
+        if self.p.live_view:
+            def live(span_s: float):
+                return self.control.live(t, span_s, self.s.running, self.s.cut, self.arrived)
+        return self.control.view(t, self.s.registered, live)
 
     def _evaluate(self, t: int) -> None:
         self.s.next_eval += self.eval_ms

@@ -31,6 +31,17 @@ policies plugged in unchanged (:class:`Controller`, :class:`StaticPolicy`).
   control plane uses without an event-time column). Note the difference to the bench's SLO,
   which bounds the latency of a batch's *oldest* row (gap + processing).
 
+* Between batches (``SimParams.live_view``; ``aggregators.liveness``): the view's ``live`` state at
+  ``t`` for a source that counts its rows, from the simulated job exactly (no reporting delay):
+  status ``running`` while a batch runs, else ``waiting`` (``idle`` when no row arrived since the
+  last batch started); running batch age = t − its start; oldest unprocessed record = the first
+  row after the last *completed* batch's rows (the running batch's rows are not processed yet), its
+  age t − that batch's cut; backlog rows = rows arrived and not processed (the running batch's
+  included), in seconds of work at the processing rate (Σ rows / Σ processing time of the latest 20
+  batches with rows in 600 s); backlog growth = least-squares slope of the backlog right after each
+  completed batch over the last max(view span, 30 s) (``aggregators.liveness.slope``); arrival rate
+  = rows arrived over the last 10 s / 10; completed batches within the view's span.
+
 Only the ``executors`` knob is actuated; proposals for other knobs are ignored. Units: t in integer
 milliseconds since the source started, seconds in the view and in the issued ``Action`` records
 (``bench.scaling_sim_model``).
@@ -46,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from spark_governor.aggregators.latency import BatchLatency, span_latencies
+from spark_governor.aggregators.liveness import MIN_TREND_WINDOW_S, RATE_BATCHES, RATE_LOOKBACK_MS, slope
 from spark_governor.aggregators.view import _wait as stage_wait
 from spark_governor.aggregators.welford import Moments
 from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
@@ -54,6 +66,7 @@ from spark_governor.policies.base import (
     ConstraintStats,
     DirectiveState,
     JobView,
+    LiveStats,
     Policy,
     PolicyConfig,
     Proposal,
@@ -132,6 +145,31 @@ class SimControlPlane:
         self.holds = 0
         self.windows: dict[int, _Window] = {}  # window start (ms) -> statistics
         self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
+        self.troughs: list[tuple[float, float]] = []  # (batch end s, rows not processed then), live view
+
+    def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived) -> LiveStats:
+        """The job's live state at ``t`` (module docstring): ``running`` the batch in flight, ``cut``
+        the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then."""
+        oldest_cut = running.cut if running is not None else cut
+        backlog = float(arrived(t) - arrived(oldest_cut))
+        recent = [b for b in self.stats[-20 * RATE_BATCHES:] if b.num_input_rows and b.trigger_ms >= t - RATE_LOOKBACK_MS]
+        recent = recent[-RATE_BATCHES:]
+        busy = sum(b.processing_s for b in recent)
+        rate = sum(b.num_input_rows for b in recent) / busy if busy > 0 else None
+        trend_from = t / 1000.0 - max(span_s, MIN_TREND_WINDOW_S)
+        growth = slope([x for x in self.troughs if x[0] >= trend_from])
+        idle = running is None and arrived(t) == arrived(cut)
+        completed = sum(1 for b in self.stats[-500:] if t - span_s * 1000 < b.trigger_ms + b.processing_s * 1000 <= t)
+        return LiveStats(
+            status="running" if running is not None else "idle" if idle else "waiting", observed_ms=t,
+            running_batch_id=running.batch_id if running is not None else None,
+            running_batch_age_s=(t - running.start) / 1000.0 if running is not None else None,
+            oldest_record_age_s=(t - oldest_cut) / 1000.0 if backlog > 0 else None,
+            oldest_record_source="source" if backlog > 0 else None,
+            backlog_rows=0.0 if idle else backlog, backlog_s=(0.0 if idle else backlog / rate) if rate else None,
+            processing_rows_per_second=rate,
+            arrival_rows_per_second=(arrived(t) - arrived(max(0, t - 10_000))) / (min(t, 10_000) / 1000.0) if t else None,
+            backlog_growth_rows_per_second=growth, trigger_interval_s=self.p.trigger_s, completed_batches=completed)
 
     # -- statistics (aggregators.ingest folding) ----------------------------------------------
     def _window(self, start: int) -> _Window:
@@ -170,7 +208,8 @@ class SimControlPlane:
         w.max_num_tasks = max(w.max_num_tasks, self.p.partitions)
         w.max_slots = max(w.max_slots, min(self.p.partitions, r.executors * self.p.cores_per_executor + len(r.joins)))
         w.launch = w.launch.merge(Moments.of(np.diff(launches) / 1000.0))
-        w.makespan = w.makespan.merge(Moments.of([(r.end - r.submitted) / 1000.0]))
+        # the stage ends with its last task; the driver's overhead after it (r.post) is not the stage's
+        w.makespan = w.makespan.merge(Moments.of([(r.end - r.post - r.submitted) / 1000.0]))
 
     # -- control (mirrors api.governor.Governor._evaluate_policy) ---------------------------
     def check_applied(self, t: int, registered: int) -> None:
@@ -243,8 +282,9 @@ class SimControlPlane:
             attainment=sum(x <= bound for x in lat) / len(lat) if lat else None,
             source=measured[-1].source if measured else None)
 
-    def view(self, t: int, registered: int) -> JobView:
-        """The ``JobView`` at ``t`` with ``registered`` executors."""
+    def view(self, t: int, registered: int, live=None) -> JobView:
+        """The ``JobView`` at ``t`` with ``registered`` executors; ``live(span_s)`` gives the live state
+        (``SimParams.live_view``; None: no live state)."""
         cfg = self.c.config
         span_s = max(self.p.eval_interval_s * cfg.effectiveness_intervals,
                      getattr(cfg, "scaling_interval_s", 0) or 0, self.p.window_ms / 1000.0)
@@ -255,7 +295,7 @@ class SimControlPlane:
                        directives={KNOB: self.directive} if self.directive else {},
                        executors=registered, slots=registered * self.p.cores_per_executor,
                        last_decision_ms={KNOB: self.last_decision} if self.last_decision is not None else {},
-                       constraints=(self.constraint(t, span_s),))
+                       constraints=(self.constraint(t, span_s),), live=live(span_s) if live else None)
 
     def _judge(self, view: JobView, t: int) -> None:
         cfg, policy = self.c.config, self.c.policy

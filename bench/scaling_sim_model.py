@@ -3,11 +3,13 @@ the records of a run (``bench.scaling_sim`` runs it; ``bench.scaling_sim_control
 steers it).
 
 - :class:`SimParams` — job, cluster and control-plane constants: trigger interval, per-batch
-  overhead, per-row cost, cores per executor, tasks per batch, noise shapes, provisioning delay,
-  evaluation interval, statistics window, executor bounds, SLO and latency constraint;
+  overhead (before the tasks, and the driver's overhead after them), per-row cost, cores per
+  executor, tasks per batch, noise shapes, provisioning delay, warm-up of new executors, evaluation
+  interval, statistics window, executor bounds, SLO and latency constraint;
 - :func:`list_schedule` — the tasks of a stage run in partition order, each on the slot that frees
   first (Spark's FIFO task scheduling; equal tasks run in waves), with slots joining while the
-  stage runs;
+  stage runs; :func:`warm_schedule` — the same with each slot's executor known, a new executor's
+  first tasks slowed by the warm-up factor;
 - the records: :class:`BatchRecord`, :class:`Action` (an issued executor directive),
   :class:`SimResult`, and the running batch with its tasks.
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from spark_governor.bench.latency_truth import SpanTruth
 
-__all__ = ["SimParams", "DEFAULT_PARAMS", "BatchRecord", "Action", "SimResult", "list_schedule"]
+__all__ = ["SimParams", "DEFAULT_PARAMS", "BatchRecord", "Action", "SimResult", "list_schedule", "warm_schedule"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,24 @@ class SimParams:
     partitions: int = 200  # tasks per batch (one stage); caps the parallelism of a batch
     noise_sigma: float = 0.1  # lognormal shape of the per-batch processing-time noise (mean 1)
     task_noise_sigma: float = 0.2  # lognormal shape of the per-task service-time noise (mean 1)
-    up_delay_s: float = 10.0  # requested executor → registered
+    up_delay_s: float = 10.0  # provisioning delay: requested executor → registered (and offered tasks)
+    # The driver's per-batch overhead outside the tasks, after the last one (offset/commit log writes,
+    # state-store commit, progress; issue 14: 2–4 s on the real standalone cluster), seconds, added
+    # unchanged (no noise) to every batch's duration. 0: today's model, where ``overhead_s`` is the
+    # only non-task time.
+    driver_overhead_s: float = 0.0
+    # Warm-up of a new executor (Python workers, JIT, state-store load; issue 14): a task launched on an
+    # executor registered during the run is slower by ``warmup_factor`` while that executor has run
+    # fewer than ``warmup_tasks`` tasks OR within ``warmup_s`` seconds of its registration. Executors
+    # present at t = 0 are warm. Factor 1 or both limits 0: no warm-up (today's model).
+    warmup_factor: float = 1.0
+    warmup_tasks: int = 0
+    warmup_s: float = 0.0
+    # The job between batches (issue 14, "See the job between batches"): give the policies the view's
+    # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
+    # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)
+    # act in the simulator too. False: no live state (the view as before; today's results).
+    live_view: bool = False
     eval_interval_s: float = 10.0  # control plane's default evaluation interval
     window_ms: int = 5000  # control plane's statistics window
     min_executors: int = 1
@@ -58,11 +77,16 @@ class SimParams:
     def slots(self, executors: int) -> int:
         return max(1, min(executors * self.cores_per_executor, self.partitions))
 
+    @property
+    def warmup(self) -> bool:
+        """Whether new executors warm up (``warmup_factor`` ≠ 1 and a task or time limit)."""
+        return self.warmup_factor != 1.0 and (self.warmup_tasks > 0 or self.warmup_s > 0)
+
     def processing_s(self, rows: float, executors: int) -> float:
-        """Noise-free processing time (s) of a batch of ``rows`` on ``executors``: overhead + waves ×
-        task time (exact when rows is a multiple of the partitions)."""
+        """Noise-free processing time (s) of a batch of ``rows`` on ``executors`` (warm) executors:
+        overhead + waves × task time + driver overhead (exact when rows is a multiple of the partitions)."""
         waves = math.ceil(self.partitions / self.slots(executors))
-        return self.overhead_s + waves * rows / self.partitions * self.row_cost_s
+        return self.overhead_s + waves * rows / self.partitions * self.row_cost_s + self.driver_overhead_s
 
     def executors_for_rate(self, rate: float) -> int:
         """Fewest executors in [min, max] that process a trigger interval of ``rate`` rows/s within it."""
@@ -129,6 +153,8 @@ class _Running:
     submitted: int = 0  # stage submission (ms)
     tasks: "_Tasks | None" = None
     joins: tuple[float, ...] = ()  # slots that joined the running stage (s from submission)
+    post: int = 0  # driver overhead after the last task (ms): end = last task's finish + post
+    warm: "dict | None" = None  # warm-up only: the warm_schedule arguments at submission
 
 
 @dataclass
@@ -141,6 +167,7 @@ class _Tasks:
     service_s: np.ndarray
     rows: np.ndarray
     folded: int = 0
+    executor: "np.ndarray | None" = None  # warm-up only: the executor each task ran on
 
 
 def list_schedule(service: np.ndarray, slots: int, later: tuple[float, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -157,3 +184,30 @@ def list_schedule(service: np.ndarray, slots: int, later: tuple[float, ...] = ()
         launch[i] = t
         heapq.heapreplace(free, t + d)
     return launch, launch + service
+
+
+def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[float, int]],
+                  warm_left: dict[int, int], warm_until: dict[int, float],
+                  factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`list_schedule` with each slot's executor known and a new executor's warm-up: (launch,
+    finish, executor) per task, seconds from submission. ``slot_execs``: the executor of each slot free
+    at submission (oldest executors first); ``joins``: (time, executor) of slots joining while the stage
+    runs (at most ``len(service)`` slots in all); a task launched on executor e takes ``factor`` × its
+    service while e has ``warm_left[e]`` > 0 tasks of warm-up left (each launch uses one) or the
+    launch is before ``warm_until[e]``. Ties go to the slot listed first (a slot free at submission
+    before a joining one), so a stage rescheduled when executors join keeps the launches made before
+    the join. With no warm-up left anywhere it gives exactly :func:`list_schedule`'s times."""
+    n = len(service)
+    left = dict(warm_left)
+    slots = [(0.0, i, e) for i, e in enumerate(slot_execs[:n])]
+    extra = sorted(joins)[:max(0, n - len(slots))]
+    free = sorted(slots + [(t, len(slots) + i, e) for i, (t, e) in enumerate(extra)])
+    launch, finish, execs = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
+    for i, d in enumerate(service.tolist()):
+        t, seq, e = free[0]
+        if left.get(e, 0) > 0 or t < warm_until.get(e, -math.inf):
+            d *= factor
+            left[e] = max(0, left.get(e, 0) - 1)
+        launch[i], finish[i], execs[i] = t, t + d, e
+        heapq.heapreplace(free, (t + d, seq, e))
+    return launch, finish, execs

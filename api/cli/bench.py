@@ -49,9 +49,30 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: s
 @click.option("--out", default="bench-results/scaling.json", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--plot", default="bench-results/scaling.png", show_default=True, type=click.Path(dir_okay=False),
               help="PNG of executors and rate over time ('' to skip).")
-def bench_scaling(profiles: str, duration: float, seed: int, out: str, plot: str) -> None:
+@click.option("--calibrate", "calibrate", default=None, type=click.Path(dir_okay=False),
+              help="A `bench scaling-real` JSON: simulate its staircase and policies with the cluster parameters it "
+                   "measured and print simulated vs real attainment and executor-seconds (seeds --seed.. +4; "
+                   "--profiles/--duration/--plot unused; --out default bench-results/scaling-calibrate.json).")
+@click.pass_context
+def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int, out: str, plot: str,
+                  calibrate) -> None:
     """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
     from spark_governor.bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
+
+    if calibrate is not None:
+        from spark_governor.bench.scaling_calibrate import (CalibrationError, format_calibration, load_report,
+                                                           run_calibration)
+
+        if ctx.get_parameter_source("out") is click.core.ParameterSource.DEFAULT:
+            out = "bench-results/scaling-calibrate.json"
+        try:
+            result = run_calibration(load_report(calibrate), seed=seed)
+        except CalibrationError as exc:
+            raise click.ClickException(f"--calibrate: {exc}") from None
+        write_json(result, out, indent=2)
+        click.echo(format_calibration(result))
+        click.echo(f"wrote {out}", err=True)
+        return
 
     names = tuple(p.strip() for p in profiles.split(",") if p.strip())
     unknown = sorted(set(names) - set(PROFILES))
@@ -300,18 +321,21 @@ def _levels(raw: str) -> tuple[float, ...]:
 @click.option("--row-cost-us", default=100.0, show_default=True, type=click.FloatRange(0, min_open=True),
               help="Per-row work of the job (a sleep), microseconds.")
 @click.option("--trigger-s", default=8.0, show_default=True, type=click.FloatRange(1), help="Trigger interval.")
-@click.option("--policies", default="kingman,static", show_default=True, help="Runs, in order: kingman, static.")
+@click.option("--policies", default="kingman,threshold,utilization-target,static", show_default=True,
+              help="Runs, in order, on the same staircase: kingman, threshold, utilization-target, static.")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, workdir, out: str) -> None:
-    """Kingman vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java; minutes)."""
-    from spark_governor.bench.scaling_real import format_real_table, run_real_scaling_bench
+    """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
+    minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
+    from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    bad = sorted(set(names) - {"kingman", "static"})
-    if bad or not names:
-        raise click.BadParameter(f"unknown {bad or 'empty list'}; choose from kingman, static", param_hint="--policies")
+    bad = sorted(set(names) - set(POLICIES))
+    if bad or not names or len(set(names)) != len(names):
+        raise click.BadParameter(f"unknown {bad or 'empty list' if bad or not names else 'repeated policy'}; "
+                                 f"choose from {', '.join(POLICIES)}, each once", param_hint="--policies")
     if static_executors > max_executors:
         raise click.BadParameter("must not exceed --max-executors", param_hint="--static-executors")
     started = time.perf_counter()

@@ -1,0 +1,274 @@
+"""``spark-governor bench scaling --calibrate FILE``: the simulator run with what a real run measured,
+on the same staircase, for every policy of that run, side by side with the real numbers (issue 14,
+"The simulator learns from real runs").
+
+``FILE`` is the JSON ``bench scaling-real`` writes (``bench.scaling_real``). From it:
+
+* the profile of each policy run: its rate ``switches`` as written (s since the run's t0, rows/s) —
+  or ``levels`` × ``level_s`` when absent — for its ``duration_s``;
+* the job and the control plane: ``trigger_s``, ``partitions`` (default 4, the job's), 1 core per
+  executor, executors in [1, ``max_executors``], ``evaluation_interval_s``, ``window_ms``, the
+  constraint (``bound_s`` on the mean record latency per ``span_s`` span; the SLO target is the
+  bound), and per policy its executors at the run's t0 (the run's ``timeline``: the job warms up
+  before t0 and a policy may have changed them by then; else ``initial_executors``; ``static-N``: N
+  throughout) and, for Kingman, the run's ``kingman_config``;
+* the cluster, pooled over the runs (one cluster served them all; :func:`cluster_params`):
+
+  - ``up_delay_s`` (provisioning): the sample-weighted mean of the runs' median register delays
+    (directive → executor registered);
+  - the batch model, fitted on every run's ``batch_points`` together
+    (``bench.scaling_real_measure.fit_batches``: duration = overhead + waves × rows / partitions ×
+    per-row cost): ``row_cost_s`` = the slope, ``noise_sigma`` = the spread of log(measured /
+    fitted) (per-batch lognormal noise; ``task_noise_sigma`` is then 0: the residuals hold all the
+    noise), ``driver_overhead_s`` = the intercept. The fit is preferred to the control plane's
+    driver overhead (batch − span of its tasks, kept in the file): the simulator has one stage per
+    batch, so everything a batch spends beyond its per-row work — the gap between the job's two
+    stages, their scheduling — must be in its overhead, and intercept and slope come from the same
+    batches. The simulator's ``overhead_s`` before the tasks is 0: the overhead is all the non-task
+    time;
+  - without batch points (or no usable fit): the control plane's driver overhead where it has
+    samples, else the runs' own, and the per-row service (``service.row_cost_s``), else the job's
+    configured ``row_cost_us``;
+  - warm-up (control plane only): ``warmup_factor`` and the tasks it lasts, sample-weighted over
+    the runs (none measured: no warm-up). The measured tasks count every stage's tasks on the new
+    executor, while a simulated task is a partition's whole batch (all its stages): ``warmup_tasks`` =
+    measured tasks / the job's stages per batch (the most stage templates a run's ``service`` lists).
+    ``warmup_s`` stays 0: the measured ``duration_s`` is the same window in wall time (until the last
+    slow task), and the simulator would slow every task in it on top of the counted ones.
+
+  A parameter with no measurement keeps the simulator's default and is named in ``defaults``.
+
+Each policy is simulated with ``seeds`` seeds (``seed``, ``seed`` + 1, ...: different noise draws;
+the real run is one draw) and reported as the mean (and the range) of: ``slo_attainment_windows``
+(true attainment per ``span_s`` span, ``bench.latency_truth``, as ``bench scaling`` and ``scaling-real``
+compute it), ``executor_seconds`` of *registered* executors (what ``scaling-real`` counts; the
+simulator's usual figure also counts executors being provisioned: ``allocated_executor_seconds``).
+``gap_points`` = 100 × (simulated − real attainment); ``exec_seconds_ratio`` = simulated / real
+executor-seconds. Units: seconds, rows/s, executor-seconds, core-seconds per row.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from spark_governor.bench.scaling import count_oscillations, governed, static
+from spark_governor.bench.scaling_real_measure import fit_batches
+from spark_governor.bench.scaling_sim import simulate
+from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
+
+GOVERNED = ("kingman", "threshold", "utilization-target")
+GAP_GOAL_POINTS = 5.0  # issue 14: simulated vs real attainment within 5 points
+
+
+class CalibrationError(ValueError):
+    """The real-run report cannot be used (the message names the file and the field)."""
+
+
+def _number(d: dict, key: str, where: str, positive: bool = True) -> float:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
+        raise CalibrationError(f"{where}: field {key!r} must be a {'positive ' if positive else ''}number, got {v!r}")
+    return float(v)
+
+
+def load_report(path: str | Path) -> dict:
+    """The ``bench scaling-real`` JSON at ``path``, checked for what the calibration reads."""
+    path = Path(path)
+    try:
+        report = json.loads(path.read_text())
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CalibrationError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(report, dict):
+        raise CalibrationError(f"{path}: not a bench scaling-real report (a JSON object expected)")
+    for key in ("trigger_s", "bound_s", "span_s", "level_s"):
+        _number(report, key, str(path))
+    max_exec = _number(report, "max_executors", str(path))
+    levels = report.get("levels")
+    if not isinstance(levels, list) or not levels or any(
+            isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0 for x in levels):
+        raise CalibrationError(f"{path}: field 'levels' must be a non-empty list of positive rates, got {levels!r}")
+    results = report.get("results")
+    if not isinstance(results, list) or not results:
+        raise CalibrationError(f"{path}: field 'results' must be a non-empty list of policy runs")
+    for i, r in enumerate(results):
+        where = f"{path}: results[{i}]"
+        if not isinstance(r, dict):
+            raise CalibrationError(f"{where}: not an object")
+        name = r.get("policy")
+        if name not in GOVERNED and not (isinstance(name, str) and name.startswith("static-")
+                                         and name[7:].isdigit() and 1 <= int(name[7:]) <= max_exec):
+            raise CalibrationError(f"{where}: field 'policy' must be one of {', '.join(GOVERNED)} or static-N "
+                                   f"(1 ≤ N ≤ max_executors), got {name!r}")
+        _number(r, "executor_seconds", where)
+        if r.get("slo_attainment_windows") is not None:
+            _number(r, "slo_attainment_windows", where, positive=False)
+    return report
+
+
+def _weighted(parts: list[tuple[float, int]]) -> float | None:
+    parts = [(v, n) for v, n in parts if v is not None and n]
+    total = sum(n for _, n in parts)
+    return sum(v * n for v, n in parts) / total if total else None
+
+
+def cluster_params(report: dict) -> dict:
+    """The cluster parameters pooled over the report's runs (module docstring); None = not measured.
+    ``fit``: the pooled batch-duration fit."""
+    prov, ovh, plane_ovh, factor, tasks, secs, cost, points, stages = [], [], [], [], [], [], [], [], 1
+    for r in report["results"]:
+        c, svc = r.get("cluster") or {}, r.get("service") or {}
+        p = c.get("provisioning") or {}
+        prov.append(((p.get("register_s") or {}).get("median"), p.get("samples") or 0))
+        o = c.get("driver_overhead") or {}
+        ovh.append((o.get("mean_s"), o.get("samples") or 0))
+        if (c.get("sources") or {}).get("driver_overhead") == "control-plane":
+            plane_ovh.append((o.get("mean_s"), o.get("samples") or 0))
+        w = c.get("warmup") or {}
+        n = w.get("samples") or 0
+        factor.append((w.get("factor"), n))
+        tasks.append((w.get("tasks"), n))
+        secs.append((w.get("duration_s"), n))
+        if svc.get("row_cost_s"):
+            cost.append(svc["row_cost_s"])
+        stages = max(stages, len(svc.get("templates") or []))
+        points += r.get("batch_points") or []
+    fit = fit_batches(points, int(report.get("partitions") or 4))
+    t = _weighted(tasks)
+    use_fit = fit["row_cost_s"] is not None
+    return {"up_delay_s": _weighted(prov),
+            "driver_overhead_s": fit["overhead_s"] if use_fit else _weighted(plane_ovh) if plane_ovh else _weighted(ovh),
+            "warmup_factor": _weighted(factor), "warmup_tasks": round(t / stages) if t is not None else None,
+            "warmup_s": _weighted(secs), "stages_per_batch": stages,
+            "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
+            "noise_sigma": fit["noise_sigma"] if use_fit else None,
+            "task_noise_sigma": 0.0 if use_fit else None, "fit": fit}
+
+
+def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
+    """The simulator's parameters for the report's job, cluster and control plane, and the names of
+    those left at the simulator's defaults for want of a measurement."""
+    bound = float(report["bound_s"])
+    row_cost = cluster["row_cost_s"] or (report["row_cost_us"] / 1e6 if report.get("row_cost_us") else None)
+    measured = {"up_delay_s": cluster["up_delay_s"], "driver_overhead_s": cluster["driver_overhead_s"],
+                "row_cost_s": row_cost, "noise_sigma": cluster["noise_sigma"],
+                "task_noise_sigma": cluster["task_noise_sigma"]}
+    if cluster["warmup_factor"] is not None:
+        measured.update(warmup_factor=cluster["warmup_factor"], warmup_tasks=cluster["warmup_tasks"] or 0)
+    defaults = sorted(k for k, v in measured.items() if v is None)
+    if cluster["warmup_factor"] is None:
+        defaults.append("warmup_factor")
+    p = SimParams(
+        trigger_s=float(report["trigger_s"]), overhead_s=0.0, cores_per_executor=1,
+        partitions=int(report.get("partitions") or 4), min_executors=1, max_executors=int(report["max_executors"]),
+        eval_interval_s=float(report.get("evaluation_interval_s") or DEFAULT_PARAMS.eval_interval_s),
+        window_ms=int(report.get("window_ms") or DEFAULT_PARAMS.window_ms), slo_s=bound, constraint_bound_s=bound,
+        constraint_span_s=float(report["span_s"]), live_view=True, **{k: v for k, v in measured.items() if v is not None})
+    return p, defaults
+
+
+def run_rate(report: dict, run: dict):
+    """(rate function of s → rows/s, duration s) of one policy run."""
+    sw = run.get("switches") or [[i * report["level_s"], x] for i, x in enumerate(report["levels"])]
+    times = np.array([float(t) for t, _ in sw])
+    rates = np.array([float(x) for _, x in sw])
+    duration = float(run.get("duration_s") or len(report["levels"]) * report["level_s"])
+    return (lambda t: rates[np.maximum(np.searchsorted(times, t, side="right") - 1, 0)]), duration
+
+
+def controller(report: dict, run: dict, params: SimParams):
+    name = run["policy"]
+    if name.startswith("static-"):
+        return static(lambda p, mean: int(name[7:]))(params, 0.0)
+    config = (report.get("kingman_config") or {}) if name == "kingman" else {}
+    ctrl = governed(name, config)(params, 0.0)
+    return replace(ctrl, initial_executors=start_executors(run, params))
+
+
+def start_executors(run: dict, params: SimParams) -> int:
+    """The executors registered at the run's t0: the latest ``timeline`` sample ([s since t0, n]) at or
+    before 0 (the first one when none is), else ``initial_executors``; within the bounds."""
+    tl = [x for x in run.get("timeline") or [] if x[1] is not None]
+    before = [n for t, n in tl if t <= 0]
+    n = before[-1] if before else tl[0][1] if tl else run.get("initial_executors") or params.min_executors
+    return max(params.min_executors, min(params.max_executors, int(n)))
+
+
+def registered_seconds(res: SimResult) -> float:
+    """∫ registered executors dt over the run (the simulator's timeline: (t s, registered, allocated))."""
+    ends = [t for t, _, _ in res.timeline[1:]] + [res.duration_s]
+    return sum(reg * (end - t) for (t, reg, _), end in zip(res.timeline, ends))
+
+
+def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int]) -> dict:
+    rate, duration = run_rate(report, run)
+    window_s = float(report.get("oscillation_window_s") or 12 * params.eval_interval_s)
+    per = []
+    for seed in seeds:
+        res = simulate(rate, duration, controller(report, run, params), params, seed)
+        lat = np.array([s.latency_s for s in res.spans])
+        per.append({"seed": seed, "slo_attainment_windows": float((lat <= params.constraint_bound + 1e-9).mean())
+                    if len(lat) else None, "executor_seconds": registered_seconds(res),
+                    "allocated_executor_seconds": res.executor_seconds, "actions": len(res.actions),
+                    "oscillations": count_oscillations(res.actions, window_s), "batches": len(res.batches),
+                    "windows": len(lat)})
+    att = [x["slo_attainment_windows"] for x in per if x["slo_attainment_windows"] is not None]
+    mean = {k: float(np.mean([x[k] for x in per])) for k in (
+        "executor_seconds", "allocated_executor_seconds", "actions", "oscillations", "batches", "windows")}
+    return {"slo_attainment_windows": float(np.mean(att)) if att else None,
+            "slo_attainment_range": [min(att), max(att)] if att else None, **mean, "runs": per}
+
+
+def run_calibration(report: dict, seed: int = 0, seeds: int = 5) -> dict:
+    """Every policy run of ``report`` simulated with the measured parameters; JSON-ready."""
+    cluster = cluster_params(report)
+    params, defaults = sim_params(report, cluster)
+    rows = []
+    for run in report["results"]:
+        sim = simulate_run(report, run, params, list(range(seed, seed + seeds)))
+        real_att = run.get("slo_attainment_windows")
+        rows.append({
+            "policy": run["policy"],
+            "real": {"slo_attainment_windows": real_att, "executor_seconds": run["executor_seconds"],
+                     "actions": run.get("actions"), "duration_s": run.get("duration_s")},
+            "sim": sim,
+            "gap_points": 100 * (sim["slo_attainment_windows"] - real_att)
+            if sim["slo_attainment_windows"] is not None and real_att is not None else None,
+            "exec_seconds_ratio": sim["executor_seconds"] / run["executor_seconds"]})
+    gaps = [abs(r["gap_points"]) for r in rows if r["gap_points"] is not None]
+    return {"real_date": report.get("date"), "real_workdir": report.get("workdir"), "cluster": cluster,
+            "defaults": defaults, "params": asdict(params), "seeds": list(range(seed, seed + seeds)),
+            "results": rows, "max_abs_gap_points": max(gaps) if gaps else None,
+            "gap_goal_points": GAP_GOAL_POINTS,
+            "within_goal": bool(gaps) and max(gaps) <= GAP_GOAL_POINTS + 1e-9}
+
+
+def _f(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_calibration(out: dict) -> str:
+    """Simulated vs real per policy, then the parameters used."""
+    head = (f"{'policy':<18} {'real SLO win':>12} {'sim SLO win':>11} {'gap pts':>8} {'real exec-s':>11} "
+            f"{'sim exec-s':>10} {'sim/real':>8} {'real act.':>9} {'sim act.':>8}")
+    lines = [head, "-" * len(head)]
+    for r in out["results"]:
+        lines.append(f"{r['policy']:<18} {_f(r['real']['slo_attainment_windows'], '.3f'):>12} "
+                     f"{_f(r['sim']['slo_attainment_windows'], '.3f'):>11} {_f(r['gap_points'], '+.1f'):>8} "
+                     f"{r['real']['executor_seconds']:>11.0f} {r['sim']['executor_seconds']:>10.0f} "
+                     f"{r['exec_seconds_ratio']:>8.2f} {_f(r['real']['actions'], 'd'):>9} {r['sim']['actions']:>8.1f}")
+    p = out["params"]
+    lines += ["", f"simulated with: provisioning {p['up_delay_s']:.1f} s, driver overhead {p['driver_overhead_s']:.2f} s/batch, "
+                  f"warm-up ×{p['warmup_factor']:.2f} ({p['warmup_tasks']} tasks / {p['warmup_s']:.0f} s), "
+                  f"{p['row_cost_s'] * 1e6:.0f} µs/row, noise σ {p['noise_sigma']:.2f} per batch, {p['task_noise_sigma']:.2f} "
+                  "per task; "
+                  f"seeds {out['seeds'][0]}..{out['seeds'][-1]}",
+              f"not measured (simulator default): {', '.join(out['defaults']) or 'none'}",
+              f"largest gap {_f(out['max_abs_gap_points'], '.1f')} points (goal ≤ {out['gap_goal_points']:g}): "
+              f"{'met' if out['within_goal'] else 'missed'}"]
+    return "\n".join(lines)

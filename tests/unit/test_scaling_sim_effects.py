@@ -1,0 +1,187 @@
+"""The simulator's cluster effects of issue 14 ("The simulator learns from real runs"): provisioning
+delay, warm-up of new executors and the driver's per-batch overhead, each on a deterministic run (no
+noise) where its effect can be computed by hand; and that their defaults leave the model as it was."""
+import numpy as np
+import pytest
+
+from spark_governor.bench.scaling_sim import Simulation, simulate
+from spark_governor.bench.scaling_sim_control import Controller, StaticPolicy
+from spark_governor.bench.scaling_sim_model import SimParams, list_schedule, warm_schedule
+from spark_governor.policies.base import Policy, Proposal
+from spark_governor.policies.safety import SafetyConfig
+
+# 2 partitions of 1 000 rows per 4 s batch at 500 rows/s; 1 ms per row → each task 1 s of service
+QUIET = dict(trigger_s=4.0, overhead_s=0.0, row_cost_s=0.001, partitions=2, noise_sigma=0.0, task_noise_sigma=0.0,
+             eval_interval_s=10.0, window_ms=5000, min_executors=1, max_executors=4)
+
+
+def rate(t):
+    return np.full_like(t, 500.0, dtype=float)
+
+
+class OneStepUp(Policy):
+    """Asks for ``to`` executors once, at the first evaluation at or after ``at_s``."""
+
+    name = "one-step-up"
+    knobs = ("executors",)
+    Config = SafetyConfig
+
+    def __init__(self, to: int, at_s: float):
+        self.to, self.at_ms, self.done = to, at_s * 1000, False
+
+    def evaluate(self, view, config):
+        if view.now_ms >= self.at_ms and not self.done:
+            self.done = True
+            return [Proposal("executors", self.to, "test step")]
+        return []
+
+
+class Recording(Simulation):
+    """Keeps every finished batch's tasks: (start s, partition, executor, service s)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.tasks = []
+
+    def _end_batch(self, t):
+        r = self.s.running
+        ex_ids = r.tasks.executor.tolist() if r.tasks.executor is not None else [None] * len(r.tasks.partition)
+        for part, ex, svc in zip(r.tasks.partition.tolist(), ex_ids, r.tasks.service_s.tolist()):
+            self.tasks.append((r.start / 1000.0, part, ex, svc))
+        super()._end_batch(t)
+
+
+def static_ctrl(n):
+    return Controller(StaticPolicy(), SafetyConfig(min_value=1, max_value=4), n)
+
+
+def step_ctrl(to, at_s):
+    return Controller(OneStepUp(to, at_s), SafetyConfig(min_value=1, max_value=4, cooldown_intervals_after_any=0), 1)
+
+
+def test_driver_overhead_adds_exactly_its_value_to_every_batch():
+    base = simulate(rate, 120.0, static_ctrl(2), SimParams(**QUIET))
+    more = simulate(rate, 120.0, static_ctrl(2), SimParams(**QUIET, driver_overhead_s=1.5))
+    assert len(base.batches) == len(more.batches) > 20
+    for a, b in zip(base.batches, more.batches):
+        assert b.start_s == a.start_s and b.rows == a.rows  # on time either way: same triggers, same rows
+        assert b.processing_s == pytest.approx(a.processing_s + 1.5, abs=1e-9)
+    assert base.batches[5].processing_s == pytest.approx(1.0)  # 2 tasks of 1 s on 2 slots
+    assert SimParams(**QUIET, driver_overhead_s=1.5).processing_s(2000, 2) == pytest.approx(2.5)
+
+
+def test_driver_overhead_is_outside_the_task_statistics():
+    """The control plane sees the overhead in the batch duration, not in the stage's makespan."""
+    sim = Simulation(rate, 60.0, static_ctrl(2), SimParams(**QUIET, driver_overhead_s=2.0))
+    sim.run()
+    stage = sim.view(60_000).stages[0]
+    assert stage.service_mean_s == pytest.approx(1.0)
+    assert stage.wait_mean_s == pytest.approx(0.0, abs=1e-9)
+    assert sim.stats[-1].processing_s == pytest.approx(3.0)
+
+
+def test_provisioning_delay_registers_executors_that_long_after_the_directive():
+    for delay in (3.0, 17.0):
+        res = simulate(rate, 60.0, step_ctrl(3, 10.0), SimParams(**QUIET, up_delay_s=delay))
+        assert [(a.t_s, a.old, a.new) for a in res.actions] == [(10.0, 1, 3)]
+        registered = [(t, r) for t, r, _ in res.timeline]
+        assert (10.0 + delay, 3) in registered and all(r == 1 for t, r in registered if t < 10.0 + delay)
+        allocated = [(t, a) for t, _, a in res.timeline]
+        assert (10.0, 3) in allocated  # requested executors are paid for while they are provisioned
+
+
+def test_warm_schedule_without_warm_up_is_list_schedule():
+    rng = np.random.default_rng(1)
+    service = rng.uniform(0.5, 1.5, 9)
+    launch, finish = list_schedule(service, 3, (0.7, 2.0))
+    wl, wf, ex = warm_schedule(service, [0, 1, 2], [(0.7, 3), (2.0, 4)], {}, {}, 5.0)
+    assert np.allclose(wl, launch) and np.allclose(wf, finish)
+    assert set(ex.tolist()) <= {0, 1, 2, 3, 4}
+
+
+def test_warm_schedule_slows_only_the_first_tasks_of_a_new_executor():
+    service = np.ones(6)
+    # executor 0 warm, executor 1 new with 2 warm-up tasks, factor 3
+    launch, finish, ex = warm_schedule(service, [0, 1], [], {0: 0, 1: 2}, {}, 3.0)
+    took = finish - launch
+    on1 = [d for d, e in zip(took, ex) if e == 1]
+    on0 = [d for d, e in zip(took, ex) if e == 0]
+    assert on0 and all(d == pytest.approx(1.0) for d in on0)
+    assert on1[:2] == [pytest.approx(3.0)] * 2 and all(d == pytest.approx(1.0) for d in on1[2:])
+
+
+def test_warm_schedule_timed_warm_up():
+    # executor 1 is slow for launches before 2.5 s: tasks launched at 0 take 2 s, at 2 s take 2 s, at 4 s take 1 s
+    # (executor 0 takes the others; at equal times its slot, listed first, goes first)
+    launch, finish, ex = warm_schedule(np.ones(8), [0, 1], [], {}, {1: 2.5}, 2.0)
+    on1 = [(lt, f - lt) for lt, f, e in zip(launch, finish, ex) if e == 1]
+    assert on1 == [(0.0, 2.0), (2.0, 2.0), (4.0, 1.0)]
+
+
+def test_warm_up_slows_the_first_tasks_of_an_executor_added_during_the_run():
+    """One executor, scaled to 2 at 10 s (registered 12 s, between batches): the new executor's first 2
+    tasks (one per batch) take 3 s instead of 1 s, its later ones 1 s; the first executor's stay 1 s."""
+    p = SimParams(**QUIET, up_delay_s=2.0, warmup_factor=3.0, warmup_tasks=2)
+    sim = Recording(rate, 60.0, step_ctrl(2, 10.0), p)
+    res = sim.run()
+    new = [(s, svc) for s, _, e, svc in sim.tasks if e == 1]
+    old = [svc for _, _, e, svc in sim.tasks if e == 0]
+    assert all(x == pytest.approx(1.0) for x in old)
+    assert [svc for _, svc in new[:2]] == [pytest.approx(3.0)] * 2
+    assert len(new) > 4 and all(svc == pytest.approx(1.0) for _, svc in new[2:])
+    by_start = {b.start_s: b.processing_s for b in res.batches}
+    assert by_start[8.0] == pytest.approx(2.0)  # 1 executor: 2 tasks in a row
+    assert by_start[12.0] == by_start[16.0] == pytest.approx(3.0)  # waits for the slow new executor
+    assert by_start[20.0] == pytest.approx(1.0)
+
+
+def test_warm_up_leaves_executors_present_at_the_start_alone():
+    quiet = simulate(rate, 60.0, static_ctrl(2), SimParams(**QUIET))
+    warm = simulate(rate, 60.0, static_ctrl(2), SimParams(**QUIET, warmup_factor=3.0, warmup_tasks=5, warmup_s=30))
+    assert [b.processing_s for b in warm.batches] == [b.processing_s for b in quiet.batches]
+
+
+def test_warm_up_applies_to_an_executor_joining_a_running_stage():
+    """8 tasks of 1 s on 1 executor from 4 s; a second one registers at 6.5 s, mid-stage, with a 4 s timed
+    warm-up at factor 2: it takes task 3 at 6.5 s and task 6 at 8.5 s, 2 s each, and the stage ends at
+    10.5 s instead of 9.5 s without warm-up; the first executor's tasks stay 1 s."""
+    base = {**QUIET, "partitions": 8, "row_cost_s": 0.004, "eval_interval_s": 2.0, "up_delay_s": 0.5}
+    runs = {}
+    for factor in (1.0, 2.0):
+        sim = Recording(rate, 12.0, step_ctrl(2, 6.0), SimParams(**base, warmup_factor=factor, warmup_s=4.0))
+        res = sim.run()
+        runs[factor] = (sim.tasks, res.batches)
+    tasks, batches = runs[2.0]
+    first = sorted((part, e, svc) for s, part, e, svc in tasks if s == 4.0)
+    assert [(part, svc) for part, e, svc in first if e == 1] == [(3, pytest.approx(2.0)), (6, pytest.approx(2.0))]
+    assert all(svc == pytest.approx(1.0) for _, e, svc in first if e == 0) and len(first) == 8
+    assert batches[0].start_s == 4.0 and batches[0].end_s == pytest.approx(10.5)
+    assert runs[1.0][1][0].end_s == pytest.approx(9.5)
+
+
+def test_live_view_reports_the_running_batch_and_the_backlog():
+    """Static 1 executor, 2 000-row batches of 2 s (2 tasks of 1 s on 1 slot) every 4 s. At 9 s the batch
+    started at 8 s runs: age 1 s; its rows (arrived after 4 s) are not processed, so the oldest record is
+    5 s old and 2 500 rows wait, 2.5 s of work at the 1 000 rows/s the earlier batch processed."""
+    sim = Simulation(rate, 9.0, static_ctrl(1), SimParams(**QUIET, live_view=True))
+    sim.run()
+    live = sim.control.live(9000, 30.0, sim.s.running, sim.s.cut, sim.arrived)
+    assert live.status == "running" and live.running_batch_id == 1
+    assert live.running_batch_age_s == pytest.approx(1.0) and live.oldest_record_age_s == pytest.approx(5.0)
+    assert live.backlog_rows == pytest.approx(2500) and live.processing_rows_per_second == pytest.approx(1000)
+    assert live.backlog_s == pytest.approx(2.5) and live.arrival_rows_per_second == pytest.approx(500)
+    assert sim.view(9000).live is not None
+    assert Simulation(rate, 9.0, static_ctrl(1), SimParams(**QUIET)).view(9000).live is None  # default: off
+
+
+def test_live_view_lets_a_policy_scale_out_before_the_batch_completes():
+    """A step from 1 000 to 9 000 rows/s at 60 s on 1 executor: with the live view Kingman scales out on
+    the record in flight past the bound, while the batch holding it still runs."""
+    def step_rate(t):
+        return np.where(t < 60, 1000.0, 9000.0)
+    p = SimParams(noise_sigma=0.0, task_noise_sigma=0.0, live_view=True)
+    from spark_governor.bench.scaling import governed
+    res = simulate(step_rate, 120.0, governed("kingman")(p, 0.0), p)
+    first = res.actions[0]
+    assert "in flight" in first.reason and first.new > first.old
+    assert any(b.start_s < first.t_s < b.end_s for b in res.batches)
