@@ -95,19 +95,6 @@ def _s(x: Optional[float]) -> str:
     return "?" if x is None else f"{x:.2f} s"
 
 
-def trigger_interval_s(view: JobView) -> Optional[float]:
-    """The query's trigger interval (s): as the reporter last said, else the batch-interval directive
-    (ms), else the median spacing of the recent batches' trigger times; None when unknown or 0."""
-    if view.live is not None and view.live.trigger_interval_s:
-        return view.live.trigger_interval_s
-    d = view.directives.get("batch_interval")
-    if d is not None and isinstance(d.value, (int, float)) and d.value > 0:
-        return d.value / 1000.0
-    trig = sorted(b.trigger_ms for b in view.batches)
-    gaps = sorted(b - a for a, b in zip(trig, trig[1:]) if b > a)
-    return gaps[len(gaps) // 2] / 1000.0 if gaps else None
-
-
 def critical_time_s(view: JobView) -> Optional[float]:
     """Σ over the window's stages of their mean task service time (s): a batch with one task per stage."""
     means = [s.service_mean_s for s in view.stages if s.service_mean_s is not None]
@@ -141,7 +128,7 @@ def verdict(view: JobView, failed_tasks: int = 0, config: HealthConfig = HealthC
     live = view.live
     window_ms = int(view.window_s * 1000)
     recent = [b for b in view.batches if b.trigger_ms >= view.now_ms - window_ms]
-    t = trigger_interval_s(view)
+    t = view.trigger_interval_s()
     c = critical_time_s(view)
     p = sum(b.processing_s for b in recent) / len(recent) if recent else None
     e = view.current("executors") if view.executors is not None else None

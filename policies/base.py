@@ -205,6 +205,24 @@ class JobView:
             return self.slots
         return None
 
+    def trigger_interval_s(self, configured: Optional[float] = None) -> Optional[float]:
+        """The query's trigger interval (s): ``configured``, else as the reporter read it from the query,
+        else the ``batch_interval`` directive's value (ms), else the median gap between the batches'
+        trigger starts; None when unknown or 0 (the default trigger)."""
+        if configured:
+            return configured
+        if self.live is not None and self.live.trigger_interval_s:
+            return self.live.trigger_interval_s
+        d = self.directives.get("batch_interval")
+        if d is not None and isinstance(d.value, (int, float)) and d.value > 0:
+            return d.value / 1000.0
+        starts = sorted(b.trigger_ms for b in self.batches)
+        gaps = sorted(b - a for a, b in zip(starts, starts[1:]) if b > a)
+        if not gaps:
+            return None
+        mid = len(gaps) // 2
+        return (gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2) / 1000.0
+
     @property
     def executor_unit(self) -> str:
         """What the ``executors`` knob counts for this job: "executors", or "task slots" in local mode."""

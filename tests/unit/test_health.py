@@ -5,7 +5,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from spark_governor.aggregators.health import STATES, critical_time_s, recommend, trigger_interval_s, verdict
+from spark_governor.aggregators.health import STATES, critical_time_s, recommend, verdict
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, StageStats
 
 NOW = 1_000_000_000
@@ -102,8 +102,9 @@ def test_overprovisioned_and_optimal():
 
 
 def test_trigger_interval_falls_back_to_the_batch_spacing():
-    assert trigger_interval_s(view()) == pytest.approx(2.0)
-    assert trigger_interval_s(view(live=live(trigger_interval_s=5.0))) == 5.0
+    assert view().trigger_interval_s() == pytest.approx(2.0)
+    assert view(live=live(trigger_interval_s=5.0)).trigger_interval_s() == 5.0
+    assert view().trigger_interval_s(3.0) == 3.0
     assert critical_time_s(view(stages=(stage("a", 0.1), stage("b", 0.3)))) == pytest.approx(0.4)
 
 
