@@ -385,3 +385,26 @@ query_states = Table(
     Column("sources", JSON, nullable=False),  # policies.wire.SourceStateRecord per source
     Index("ix_query_states_job_observed", "job_id", "observed_ms"),
 )
+
+# -- what the job taught about its cluster (migration 0010; aggregators.cluster_profile) ----------
+
+executor_events = Table(
+    "executor_events", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", String(256), nullable=False),  # job_runs.run_id (the Spark application id)
+    Column("executor_id", String(256), nullable=False),
+    Column("added_ms", BigInteger),  # SparkListenerExecutorAdded time (driver clock, epoch ms)
+    Column("removed_ms", BigInteger),  # SparkListenerExecutorRemoved time
+    Column("cores", Integer),
+    UniqueConstraint("job_id", "run_id", "executor_id", name="uq_executor_events_job_run_executor"),
+)
+
+cluster_profiles = Table(
+    "cluster_profiles", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False, unique=True),
+    Column("run_id", String(256)),  # the run the profile was measured on (the job's latest)
+    Column("updated_ms", BigInteger, nullable=False),
+    Column("profile", JSON, nullable=False),  # aggregators.cluster_profile.ClusterProfile.to_json()
+)

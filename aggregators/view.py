@@ -8,11 +8,12 @@ from typing import Optional
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators import constraints, liveness, queries
+from spark_governor.aggregators import cluster_profile, constraints, liveness, queries
 from spark_governor.aggregators.directives import current_directives
 from spark_governor.aggregators.partitions import recent_partition_stats, view_stats
 from spark_governor.aggregators.models import batches, decisions
-from spark_governor.policies.base import BatchStats, ConstraintStats, DirectiveState, JobView, StageStats
+from spark_governor.policies.base import BatchStats, ConstraintStats, DirectiveState, StageStats
+from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInputs
 
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
@@ -59,14 +60,35 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                                       d["message"]) for d in current_directives(conn, j.id)}
     last = {r.knob: r.last_ms for r in conn.execute(select(decisions.c.knob, func.max(decisions.c.created_ms).label("last_ms"))
                                                .where(decisions.c.job_id == j.id).group_by(decisions.c.knob))}
-    return JobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
+    return ClusteredJobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
                    directives=dirs, executors=j.executors, slots=j.slots,
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
                    constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
                    knob_state=dict(j.knob_state or {}),
                    partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches,
                                                                         partition_key_batches)),
-                   live=liveness.live_stats(conn, j.id, now_ms, window_s))
+                   live=liveness.live_stats(conn, j.id, now_ms, window_s),
+                   cluster=_cluster(conn, j.id), last_executor_direction=_last_direction(conn, j.id))
+
+
+def _last_direction(conn: Connection, job_id: int) -> int:
+    """+1 / −1 when the job's latest executor decision added / removed executors, else 0."""
+    r = conn.execute(select(decisions.c.old_value, decisions.c.new_value).where(
+        decisions.c.job_id == job_id, decisions.c.knob == "executors")
+        .order_by(decisions.c.created_ms.desc(), decisions.c.id.desc()).limit(1)).first()
+    if r is None or not isinstance(r.old_value, (int, float)) or not isinstance(r.new_value, (int, float)):
+        return 0
+    return (r.new_value > r.old_value) - (r.new_value < r.old_value)
+
+
+def _cluster(conn: Connection, job_id: int) -> Optional[ClusterInputs]:
+    """The job's cluster profile as stored at its latest evaluation (``aggregators.cluster_profile``),
+    None when there is none."""
+    p = cluster_profile.stored(conn, job_id)
+    if p is None:
+        return None
+    return ClusterInputs(provisioning_delay_s=p.provisioning_delay_s, warmup_factor=p.warmup.get("factor"),
+                         warmup_s=p.warmup.get("duration_s"), driver_overhead_s=p.driver_overhead_s)
 
 
 def _utilization_max(wins: list[dict]) -> Optional[float]:

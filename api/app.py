@@ -24,6 +24,7 @@ from spark_governor.aggregators.directives import current_directives
 from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict, ingest_report
 from spark_governor.api import auth
 from spark_governor.api.constraints_api import build_constraints_blueprint
+from spark_governor.api.cluster_api import build_cluster_blueprint
 from spark_governor.api.health_api import build_health_blueprint
 from spark_governor.api.docs_ui import build_docs_blueprint
 from spark_governor.api.partitioning_api import build_partitioning_blueprint
@@ -31,6 +32,7 @@ from spark_governor.api.governor import Governor
 from spark_governor.api.metrics import build_registry
 from spark_governor.api.openapi import openapi_document
 from spark_governor.api.policies_api import build_blueprint
+from spark_governor.api.replay_api import build_replay_blueprint
 from spark_governor.api.worker_metrics import exposition_registry
 from spark_governor.policies.wire import ReportError, parse_report
 
@@ -113,9 +115,11 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))
     app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))
+    app.register_blueprint(build_cluster_blueprint(engine))
     app.register_blueprint(build_partitioning_blueprint(engine))
     app.register_blueprint(build_docs_blueprint())
     app.register_blueprint(build_health_blueprint(engine, settings.window_ms))
+    app.register_blueprint(build_replay_blueprint(engine, settings.window_ms, settings.evaluation_interval_s))
     auth.install_auth(app, engine, require_report_token=settings.require_report_token,
                       open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
     inflight = threading.BoundedSemaphore(settings.max_inflight_reports)
@@ -178,6 +182,10 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
                             if conn.dialect.name == "sqlite":  # take the write lock now, not on first write
                                 conn.exec_driver_sql("BEGIN IMMEDIATE")
                             result = ingest_report(conn, report, settings.window_ms, token)
+                            # read in the same transaction (one connection checkout per report); the answer
+                            # is sent only after the commit, so only committed reports are acknowledged
+                            pending = [{"knob": d["knob"], "version": d["version"], "value": d["value"]}
+                                       for d in current_directives(conn, result.job_id)]
                         break
                     except ReporterConflict as exc:
                         raise BadRequest(403, str(exc)) from None
@@ -193,9 +201,6 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
             raise
         ingest_metrics.reports.labels("duplicate" if result.duplicate else "accepted").inc()
         ingest_metrics.duration.observe(time.perf_counter() - started)
-        with engine.connect() as conn:
-            pending = [{"knob": d["knob"], "version": d["version"], "value": d["value"]}
-                       for d in current_directives(conn, result.job_id)]
         return jsonify(accepted={"tasks": result.tasks, "stages": result.stages, "batches": result.batches},
                        duplicate=result.duplicate, directives=pending)
 

@@ -10,7 +10,11 @@ streaming queries all terminated, gets no decisions.
 
 Effectiveness: ``effectiveness_intervals`` evaluation intervals after a decision was applied, the
 policy's ``observe`` is compared with the decision's prediction (``judge_effect``); ineffective
-scale-ups in a row put the knob on hold (an event, the API and ``/metrics`` show it).
+scale-ups in a row put the knob on hold (an event, the API and ``/metrics`` show it). The
+decision's ``outcome`` then also holds its latency prediction error (:func:`prediction_error`).
+
+Before the policies run, the job's cluster profile (``aggregators.cluster_profile``: provisioning
+delay, executor warm-up, driver overhead) is measured and stored; the views carry it.
 
 One job's or one policy's failure is recorded as a ``policy_error`` event and never stops the
 others.
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.engine import Engine
 
+from spark_governor.aggregators import cluster_profile
 from spark_governor.aggregators import directives as repo
 from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
 from spark_governor.aggregators.models import decisions, jobs, policy_configs
@@ -32,6 +37,8 @@ from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import guard, judge_effect, next_history
 
 log = logging.getLogger("spark_governor.governor")
+#: the cluster profile is measured again at most this often (s; ``aggregators.cluster_profile``)
+PROFILE_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -66,6 +73,11 @@ class Governor:
             job = row.name
             configs = conn.execute(select(policy_configs).where(policy_configs.c.job_id == job_id,
                                                                 policy_configs.c.enabled)).all()
+        try:  # what the job taught about its cluster, for the policies' views (never stops them)
+            with self.engine.begin() as conn:
+                cluster_profile.refresh(conn, job, job_id, now_ms, min_interval_s=PROFILE_INTERVAL_S)
+        except Exception:
+            log.exception("cluster profile of job %s failed", job)
         for pc in configs:
             try:
                 created += self._evaluate_policy(job_id, job, pc, now_ms)
@@ -134,8 +146,12 @@ class Governor:
                 decisions.c.outcome_ms.is_(None), decisions.c.applied_ms <= due)).all():
             observed = policy.observe(view, d.knob, cfg)
             effective = judge_effect(d.inputs or {}, d.prediction or {}, observed, cfg.effective_fraction)
+            outcome = {"observed": observed, "predicted": d.prediction}
+            error = prediction_error(d.prediction or {}, observed)
+            if error is not None:
+                outcome["prediction_error"] = error
             conn.execute(update(decisions).where(decisions.c.id == d.id).values(
-                outcome={"observed": observed, "predicted": d.prediction}, effective=effective, outcome_ms=now_ms))
+                outcome=outcome, effective=effective, outcome_ms=now_ms))
             scale_up = isinstance(d.new_value, (int, float)) and isinstance(d.old_value, (int, float)) \
                 and d.new_value > d.old_value
             if scale_up and effective is not None:
@@ -145,3 +161,14 @@ class Governor:
                 if after.held and not before.held:
                     repo.record_event(conn, job_id, "hold", f"{d.knob}: scale-ups held after "
                                       f"{after.consecutive_ineffective_ups} ineffective ones", now_ms, policy.name)
+
+
+def prediction_error(prediction: dict, observed: dict) -> dict | None:
+    """The decision's latency prediction against the latency measured once it took effect:
+    ``{"predicted_latency_s", "measured_latency_s", "rel": (predicted − measured) / measured,
+    "abs_rel": |rel|}``; None when either is missing or the measured latency is not positive."""
+    p, m = prediction.get("latency_s"), observed.get("latency_s")
+    if not isinstance(p, (int, float)) or not isinstance(m, (int, float)) or m <= 0:
+        return None
+    rel = (p - m) / m
+    return {"predicted_latency_s": float(p), "measured_latency_s": float(m), "rel": rel, "abs_rel": abs(rel)}

@@ -17,8 +17,9 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators.health import STATES, Verdict, job_health
-from spark_governor.api.job_metrics import DEFAULT_EXPIRY_S, PREFIX, exported_jobs
+from spark_governor.api.job_metrics import DEFAULT_EXPIRY_S, exported_jobs
 
+PREFIX = "spark_governor"
 log = logging.getLogger("spark_governor.metrics")
 
 

@@ -319,6 +319,7 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     stay until ``max(expiry_s, up_horizon_s)`` (``api.job_metrics``); a job is stopped (``job_up`` 0) after
     ``stopped_after_s`` seconds without a report (``aggregators.job_state``)."""
     from spark_governor.api.batch_interval_metrics import BatchIntervalCollector
+    from spark_governor.api.cluster_metrics import ClusterProfileCollector
     from spark_governor.api.constraint_metrics import ConstraintCollector
     from spark_governor.api.health_metrics import HealthCollector
     from spark_governor.api.partition_metrics import PartitionCollector
@@ -331,4 +332,5 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     registry.register(PartitionCollector(engine, expiry_s))
     registry.register(BatchIntervalCollector(engine, expiry_s))
     registry.register(HealthCollector(engine, window_ms, expiry_s))
+    registry.register(ClusterProfileCollector(engine, expiry_s))
     return registry, IngestMetrics(registry)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Optional
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from spark_governor.api import schemas as s
 from spark_governor.api.constraints_api import ConstraintSettings
+from spark_governor.api.cluster_api import CLUSTER_SCHEMA
 from spark_governor.api.policies_api import PolicySettings
-from spark_governor.policies.wire import Report
+from spark_governor.policies.wire import JobName, Report
 
 REF = "#/components/schemas/{model}"
 JSON = "application/json"
@@ -51,18 +52,22 @@ def _responses(ok: type[BaseModel] | dict, *errors: int, ok_description: str = "
     out: dict[str, Any] = {"200": {"description": ok_description, "content": {
         JSON: {"schema": _ref(ok) if isinstance(ok, type) else ok}}}}
     texts = {400: "Bad request: the message names the field", 401: "Missing or invalid bearer token",
+             403: "The token lacks the scope, or is not allowed for this job or reporter",
              404: "Job, template, policy or decision not found", 409: "Conflict: the message says with what",
-             413: "Body too large", 415: "Unsupported Content-Encoding", 503: "Database unreachable"}
+             413: "Body too large", 415: "Unsupported Content-Encoding",
+             503: "Database unreachable or too many reports in flight (retry after Retry-After seconds)"}
     for code in errors:
         out[str(code)] = {"description": texts[code], "content": {JSON: {"schema": _ref(s.Error)}}}
     return out
 
 
-JOB = _path_param("job", "Job name as given to attach()")
+JOB = _path_param("job", "Job name as given to attach()", TypeAdapter(JobName).json_schema())
 NAME = _path_param("name", "Policy name (see GET /api/v1/policies)")
 WINDOWS = _query_int("windows", "Number of most recent statistics windows", 1, 1000, 12)
 SPANS = _query_int("spans", "Most recent complete averaging spans", 1, 720, 12)
 WRITE = [{"bearerAuth": []}]
+#: reports need a token with the report scope unless the plane runs with --anonymous-reports (then none)
+REPORT = [{"bearerAuth": []}, {}]
 RUN = _query_str("run", "The run to show: a run_id from GET /api/v1/jobs/{job}/runs, or `all` for every run merged "
                         "(default: the latest run)")
 REGISTER = {"name": "register", "in": "query", "required": False, "schema": {"type": "boolean", "default": False},
@@ -77,10 +82,13 @@ def _paths() -> dict:
         "/api/v1/reports": {"post": {
             "summary": "Ingest a report from a job's reporter (schema v2; v1 accepted); idempotent per "
                        "(reporter id, seq)",
-            "parameters": [{"name": "Content-Encoding", "in": "header", "required": False,
-                            "schema": {"type": "string", "enum": ["gzip", "identity"]}}],
-            "requestBody": {"required": True, "content": {JSON: {"schema": _ref(Report)}}},
-            "responses": _responses(s.ReportAccepted, 400, 413, 415)}},
+            "security": REPORT,
+            # Content-Encoding describes the body's representation, not a parameter: a generated request that
+            # picked gzip for an uncompressed body would be invalid whatever the document said
+            "requestBody": {"required": True, "description": "The report as JSON; it may be gzip-compressed "
+                                                             "(`Content-Encoding: gzip`, as the reporters send it)",
+                            "content": {JSON: {"schema": _ref(Report)}}},
+            "responses": _responses(s.ReportAccepted, 400, 401, 403, 413, 415, 503)}},
         "/api/v1/jobs": {"get": {"summary": "Jobs with their reporter counters", "responses": _responses(s.JobList)}},
         "/api/v1/jobs/{job}": {"get": {"summary": "One job", "parameters": [JOB],
                                        "responses": _responses(s.Job, 404)}},
@@ -106,6 +114,11 @@ def _paths() -> dict:
             "parameters": [JOB, _query_int("window_s", "Seconds of history for the backlog trend and completed "
                                                        "batches", 1, 3600, 30)],
             "responses": _responses(s.JobLive, 400, 404)}},
+        "/api/v1/jobs/{job}/health": {"get": {
+            "summary": "The job's health verdict (idle, no-progress, unhealthy, underprovisioned, overprovisioned, "
+                       "optimal or unknown) with the reason, the numbers behind it and an executor recommendation",
+            "parameters": [JOB, _query_int("window_s", "Seconds of history the verdict looks at", 1, 3600, 60)],
+            "responses": _responses(s.JobHealth, 400, 404)}},
         "/api/v1/policies": {"get": {"summary": "Installed policies with their config schema",
                                      "responses": _responses(s.PolicyList)}},
         "/api/v1/jobs/{job}/policies": {"get": {"summary": "Policies configured for a job", "parameters": [JOB],
@@ -146,7 +159,8 @@ def _paths() -> dict:
             "summary": "Latency constraints with measured latency, bound, attainment and prediction per span",
             "parameters": [JOB, SPANS], "responses": _responses(s.ConstraintList, 400, 404)}},
         "/api/v1/jobs/{job}/constraints/{name}": {
-            "parameters": [JOB, _path_param("name", "Constraint name")],
+            "parameters": [JOB, _path_param("name", "Constraint name (the same rules as a job name)",
+                                            TypeAdapter(JobName).json_schema())],
             "get": {"summary": "One latency constraint per span", "parameters": [SPANS],
                     "responses": _responses(s.ConstraintDetail, 400, 404)},
             "put": {"summary": "Declare or change a latency constraint; 404 for a job that never reported "
@@ -155,6 +169,10 @@ def _paths() -> dict:
                     "responses": _responses(s.Constraint, 400, 401, 404, 409)},
             "delete": {"summary": "Remove a latency constraint", "security": WRITE,
                        "responses": _responses(s.Deleted, 401, 404)}},
+        "/api/v1/jobs/{job}/cluster": {"get": {
+            "summary": "What the job measured about its cluster (latest run): provisioning delay, executor "
+                       "warm-up, driver overhead per batch, prediction error",
+            "parameters": [JOB], "responses": _responses(CLUSTER_SCHEMA, 404)}},
         "/api/v1/jobs/{job}/partitioning": {"get": {
             "summary": "Partitioned micro-batches (loads, BSI/BCI/KSR/MPI) and the latest plan decision",
             "parameters": [JOB, _query_int("limit", "Most recent batches", 1, 500, 20),
@@ -163,6 +181,23 @@ def _paths() -> dict:
         "/api/v1/jobs/{job}/partitioning/plan": {"get": {
             "summary": "The partition_plan directive the job applies", "parameters": [JOB],
             "responses": _responses(s.CurrentPlan, 404)}},
+        "/api/v1/replays": {"post": {
+            "summary": "Upload a Spark event log (one file, as Spark wrote it) and import it as a job, optionally "
+                       "with a policy's what-if in dry-run mode (see docs/replay.md)", "security": WRITE,
+            "parameters": [{**_query_str("job", "Job name to import as (default: the log's application name)"),
+                            "schema": TypeAdapter(JobName).json_schema()},
+                           {"name": "codec", "in": "query", "required": False,
+                            "schema": {"enum": ["plain", "lz4", "snappy", "zstd"], "default": "plain"}},
+                           _query_str("policy", "Policy to run in dry-run mode over the replayed timeline"),
+                           _query_str("config", "The policy's config as JSON; may carry \"constraint\": "
+                                                "{\"bound_ms\": ..., \"span_s\": ...}")],
+            "requestBody": {"required": True, "description": "The event log file as Spark wrote it (binary)",
+                            "content": {"application/octet-stream": {"schema": {}}}},
+            "responses": {"201": {"description": "Imported: counts, what was skipped and why, what-if summary",
+                                  "content": {JSON: {"schema": {"type": "object", "required": [
+                                      "job", "streaming", "batches", "tasks", "stages", "read"]}}}},
+                          **{k: v for k, v in _responses({"type": "object"}, 400, 401, 403, 409, 413).items()
+                             if k != "200"}}}},
         "/api/v1/openapi.json": {"get": {"summary": "This document",
                                           "responses": _responses({"type": "object"})}},
         "/api/docs": {"get": {"summary": "Interactive API page (Swagger UI over this document, served locally)",
@@ -179,6 +214,44 @@ def _paths() -> dict:
     }
 
 
+#: Rules of a report that JSON Schema cannot state (across fields, or beyond a type): the start of the server's 400
+#: message for each -> what it means. They are listed in the document (``x-rules`` and the description of
+#: ``Report``); tests/integration/test_schemathesis.py accepts a 400 to a schema-valid report only for these.
+REPORT_RULES = {
+    "Input should be a valid integer": "integers are written without a fraction or exponent (2, not 2.0): the "
+                                       "report is validated strictly, as the reporters write it",
+    "finish_ms is before launch_ms": "a task finishes at or after its launch",
+    "stage_submission_ms is after launch_ms": "a task launches at or after its stage's submission",
+    "loads for": "block_loads has one load per partition, bucket_loads one per reduce bucket",
+    "key_counts: more tuples than the batch holds": "key counts sum to at most the batch's tuples",
+    "backlog_rows: more than available_rows": "a source's backlog is at most its available rows",
+    "running_batch_start_ms: required exactly when status is running": "a running query has a running batch",
+    "running_batch_id: only while a batch runs": "only a running query has a running batch id",
+    "bytes of JSON": "a knob's state is at most MAX_KNOB_STATE_BYTES bytes of JSON",
+    "integer outside the 64-bit range": "integers inside free-form JSON values fit 64 bits",
+    "nested deeper than": "free-form JSON values nest at most MAX_JSON_DEPTH levels",
+    "NUL characters": "strings hold no NUL character (\\u0000)",
+}
+
+
+def _document_rules(schemas: dict, model: str, rules: dict) -> None:
+    schema = schemas[model]
+    schema["x-rules"] = [{"message": m, "rule": r} for m, r in rules.items()]
+    schema["description"] = (schema.get("description", "") + "\n\nBeyond this schema (400 naming the field): "
+                             + "; ".join(rules.values()) + ".").strip()
+
+
+def _unique_items(schemas: dict, model: str, field: str) -> None:
+    """State in the document a uniqueness rule that a model checks in a validator (pydantic cannot emit it):
+    ``uniqueItems`` on the array form of ``model.field``."""
+    prop = schemas[model]["properties"][field]
+    arrays = [b for b in prop.get("anyOf", [prop]) if b.get("type") == "array"]
+    if not arrays:
+        raise AssertionError(f"{model}.{field}: no array schema to mark unique")
+    for branch in arrays:
+        branch["uniqueItems"] = True
+
+
 @lru_cache(maxsize=1)
 def openapi_document() -> dict:
     """The OpenAPI 3.1 document (a fresh dict per process; callers must not mutate it)."""
@@ -187,6 +260,9 @@ def openapi_document() -> dict:
                        if isinstance(m, type) and issubclass(m, s._Body) and m is not s._Body]
     _, top = models_json_schema([(m, "validation") for m in request_models]
                                 + [(m, "serialization") for m in response_models], ref_template=REF)
+    schemas = top.get("$defs", {})
+    _unique_items(schemas, "ConstraintSettings", "vertices")  # ConstraintSettings._unique: 400 on repeated keys
+    _document_rules(schemas, Report.__name__, REPORT_RULES)
     return {
         "openapi": "3.1.0",
         "info": {"title": "spark-governor", "version": "1",
@@ -195,6 +271,6 @@ def openapi_document() -> dict:
                                 "`spark-governor serve --token NAME=SECRET`; reads are open."},
         "servers": [{"url": "/"}],
         "paths": _paths(),
-        "components": {"schemas": top.get("$defs", {}),
+        "components": {"schemas": schemas,
                        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
     }

@@ -38,9 +38,13 @@ def _policy_json(row) -> dict:
 
 
 def _decision_json(r) -> dict:
-    return {k: getattr(r, k) for k in ("id", "policy", "knob", "old_value", "new_value", "reason", "inputs",
-                                        "prediction", "mode", "status", "status_message", "directive_version",
-                                        "created_ms", "applied_ms", "outcome", "effective", "outcome_ms")}
+    """A decision row as the API answers it; ``verification`` (``policies.verification``): verified,
+    ineffective, rolled-back or harmful once judged, else null."""
+    out = {k: getattr(r, k) for k in ("id", "policy", "knob", "old_value", "new_value", "reason", "inputs",
+                                       "prediction", "mode", "status", "status_message", "directive_version",
+                                       "created_ms", "applied_ms", "outcome", "effective", "outcome_ms")}
+    out["verification"] = (r.outcome or {}).get("verification")
+    return out
 
 
 def _refuse_unapplicable(conn, job_id: int, job: str, policy: str, knobs) -> None:

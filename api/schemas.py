@@ -8,7 +8,7 @@ name says so), statistics in seconds, rates per second.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict
 
@@ -269,6 +269,8 @@ class Decision(_Body):
     outcome: Optional[dict[str, Any]]
     effective: Optional[bool]
     outcome_ms: Optional[int]
+    # policies.verification, once judged: the job's health before vs after (evidence in outcome)
+    verification: Optional[Literal["verified", "ineffective", "rolled-back", "harmful"]]
 
 
 class DecisionList(_Body):
@@ -441,6 +443,19 @@ class JobLive(_Body):
     job: str
     window_s: float
     live: Optional[LiveState]  # null: no reporter sent a query state in the last 30 s
+
+
+class JobHealth(_Body):
+    """The job's health verdict (``aggregators.health``): numbers in seconds, fractions and rows."""
+
+    job: str
+    window_s: float
+    state: Literal["unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal"]
+    reason: str
+    numbers: dict[str, Union[float, int, str, None]]
+    recommended_executors: Optional[int]
+    recommendation: Optional[str]
+    evaluated_ms: int
 
 
 # -- partitioning (Prompt) ---------------------------------------------------------------------

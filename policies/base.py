@@ -207,7 +207,7 @@ class JobView:
 
     def trigger_interval_s(self, configured: Optional[float] = None) -> Optional[float]:
         """The query's trigger interval (s): ``configured``, else as the reporter read it from the query,
-        else the ``batch_interval`` directive's value (ms), else the median gap between the batches'
+        else the ``batch_interval`` directive's value (s), else the median gap between the batches'
         trigger starts; None when unknown or 0 (the default trigger)."""
         if configured:
             return configured
@@ -215,7 +215,7 @@ class JobView:
             return self.live.trigger_interval_s
         d = self.directives.get("batch_interval")
         if d is not None and isinstance(d.value, (int, float)) and d.value > 0:
-            return d.value / 1000.0
+            return float(d.value)
         starts = sorted(b.trigger_ms for b in self.batches)
         gaps = sorted(b - a for a, b in zip(starts, starts[1:]) if b > a)
         if not gaps:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Optional
 
 #: Tolerance of the rounding ``ceil(x − CEIL_EPS)`` (digest §10.5). It absorbs floating-point
@@ -181,6 +181,22 @@ class VertexModel:
         load = self.rho(1)  # S̄·p/Ā: the offered load in "busy subtasks"
         need = ceil_tolerant(load / max_utilization) if math.isfinite(load) else self.p_max
         return min(self.p_max, max(self.p_min, need))
+
+
+def with_load(v: VertexModel, factor: float) -> VertexModel:
+    """The model of ``v`` under ``factor`` times its arrival rate (Ā_v / factor), keeping the fitted
+    e_v of the measured load (issue #14: a scale-out sized for the load expected when the new
+    executors work). The thesis holds S̄_v, c_A, c_S and e_v fixed when p* changes (§4.6.2); it is
+    silent on a changing load, so e_v is held too — an extension: ``w`` becomes e_v times Kingman's
+    wait at p under the new load, which reproduces e_v exactly (or 1.0 where the new load makes the
+    current p unstable). ``factor`` 1 returns ``v`` itself."""
+    if factor == 1.0:
+        return v
+    if factor <= 0:
+        raise ValueError(f"factor must be > 0, got {factor}")
+    scaled = replace(v, A=v.A / factor, w=None)
+    wk = scaled.kingman_unfitted
+    return replace(scaled, w=v.e * wk if math.isfinite(wk) and wk > TINY else None)
 
 
 def sequence_wait(vertices: Sequence[VertexModel], p: Sequence[int]) -> float:

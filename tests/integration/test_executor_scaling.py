@@ -2,7 +2,8 @@
 
 The threshold policy in ``act`` mode adds executors when batches overrun their trigger interval
 and releases them when the rate falls, never below its minimum; in ``dry-run`` the same load only
-records decisions.
+records decisions. The scaled run also shows the cluster profile (issue #14): provisioning delay,
+warm-up of the added executor and the driver's per-batch overhead, measured and plausible.
 """
 import time
 
@@ -38,6 +39,7 @@ def decisions(plane, job):
 def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane, tmp_path):
     job = "scaling-act"
     configure(plane, job, "act")
+    started = time.time()
     driver = Driver(tmp_path, standalone_cluster, plane, job)
     try:
         wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
@@ -50,6 +52,19 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         up = next(d for d in decisions(plane, job) if d["new_value"] > d["old_value"] and d["status"] == "applied")
         assert up["inputs"]["ratio"] >= 0.9 and up["mode"] == "act" and up["directive_version"] >= 1
         assert ups
+        # issue #14: the job taught the control plane its cluster (GET /cluster, measured from SQL)
+        def cluster():
+            return requests.get(f"{plane.url}/api/v1/jobs/{job}/cluster", timeout=10).json()
+
+        wait_for(lambda: all(cluster()[part]["samples"] >= 1 for part in ("provisioning", "warmup", "driver_overhead")),
+                 # a new executor's first task takes 1-2 s on a quiet machine, ~100 s on a loaded one (measured)
+                 300, 2, "provisioning delay, warm-up of the added executor and driver overhead measured")
+        profile, wall = cluster(), time.time() - started
+        prov, warm, overhead = profile["provisioning"], profile["warmup"], profile["driver_overhead"]
+        assert 0 < prov["register_s"]["median"] < wall and 0 < prov["first_task_s"]["median"] < wall, profile
+        assert prov["register_s"]["median"] + prov["first_task_s"]["median"] < wall
+        assert warm["factor"] > 0 and warm["tasks"] >= 0 and 0 <= warm["duration_s"] < wall, profile
+        assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)
         wait_for(lambda: driver.executors() == 1, 420, 1, "scale-down to the minimum")

@@ -295,6 +295,17 @@ def _decide(engine, now_ms: int) -> None:
                                  prediction={"max_mean_load": 1.01, "mpi": 0.5})
         repo.issue_directive(conn, job_id, "partition_plan", {"partitions": 4, "planning_s": 0.004}, d, now_ms - 20_000)
         repo.save_knob_history(conn, job_id, "executors", KnobHistory(now_ms - 20_000, 1, 1, False))
+        # a measured cluster profile (aggregators.cluster_profile), as the governor stores it
+        from spark_governor.aggregators.cluster_profile import ClusterProfile
+        from spark_governor.aggregators.models import cluster_profiles
+        profile = ClusterProfile(
+            JOB, None, provisioning={"samples": 2, "register_s": {"median": 9.0, "p90": 12.0},
+                                     "first_task_s": {"median": 2.0, "p90": 3.0}},
+            warmup={"samples": 2, "factor": 2.5, "tasks": 10, "duration_s": 8.0},
+            driver_overhead={"samples": 5, "mean_s": 0.4, "median_s": 0.3, "p90_s": 0.8},
+            prediction_error={"samples": 1, "mean_abs_rel": 0.12, "last": None})
+        conn.execute(cluster_profiles.insert().values(job_id=job_id, run_id=None, updated_ms=now_ms,
+                                                      profile=profile.to_json()))
 
 
 def populated_metrics(start_plane) -> str:

@@ -4,9 +4,11 @@ A control plane runs on 127.0.0.1; every documented operation is called over HTT
 requests), each request and response is validated with openapi-core against the document the
 server itself serves, and every Flask route must be documented.
 """
+import gzip
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -95,6 +97,14 @@ def test_real_requests_and_responses_match_the_document(plane):
     call("POST", "/api/v1/reports", status=415, data=b"{}", headers={"Content-Encoding": "br",
                                                                        "Content-Type": "application/json"},
          valid_request=False)
+    log = gzip.decompress((Path(__file__).resolve().parents[1] / "data" / "replay_template.jsonl.gz").read_bytes())
+    octet = {**AUTH, "Content-Type": "application/octet-stream"}
+    assert call("POST", "/api/v1/replays?job=oa-replay", status=201, data=log, headers=octet).json()["batches"] > 0
+    call("POST", "/api/v1/replays?job=oa-replay", status=409, data=log, headers=octet)
+    call("POST", "/api/v1/replays?job=oa-replay-2&codec=gzip", status=400, data=log, headers=octet, valid_request=False)
+    call("POST", "/api/v1/replays?job=oa-replay-2", status=401, data=log,
+         headers={"Content-Type": "application/octet-stream"}, valid_request=False)
+
     # -- statistics ---------------------------------------------------------------------------
     assert call("GET", "/api/v1/jobs", status=200).json()["jobs"][0]["name"] == "oa-job"
     call("GET", "/api/v1/jobs/oa-job", status=200)
@@ -108,6 +118,9 @@ def test_real_requests_and_responses_match_the_document(plane):
     call("GET", "/api/v1/jobs/oa-job/batches?limit=abc", status=400, valid_request=False)
     (run,) = call("GET", "/api/v1/jobs/oa-job/runs", status=200).json()["runs"]
     assert run["latest"] and run["batches"] == 4
+    cluster = call("GET", "/api/v1/jobs/oa-job/cluster", status=200).json()
+    assert cluster["job"] == "oa-job" and cluster["run_id"] == run["run_id"] and cluster["driver_overhead"]["samples"] >= 1
+    call("GET", "/api/v1/jobs/nope/cluster", status=404)
     call("GET", f"/api/v1/jobs/oa-job/batches?run={run['run_id']}", status=200)
     call("GET", "/api/v1/jobs/oa-job/stages?run=all", status=200)
     call("GET", "/api/v1/jobs/oa-job/batches?run=no-such-run", status=404)
@@ -127,6 +140,10 @@ def test_real_requests_and_responses_match_the_document(plane):
     assert live["status"] == "running" and live["running_batch_age_s"] >= 4.0 and live["backlog_rows"] >= 5000
     call("GET", "/api/v1/jobs/oa-job/live?window_s=0", status=400, valid_request=False)
     call("GET", "/api/v1/jobs/nope/live", status=404)
+    health = call("GET", "/api/v1/jobs/oa-job/health?window_s=60", status=200).json()
+    assert health["state"] in ("unknown", "no-progress", "underprovisioned", "optimal", "overprovisioned", "idle")
+    call("GET", "/api/v1/jobs/oa-job/health?window_s=0", status=400, valid_request=False)
+    call("GET", "/api/v1/jobs/nope/health", status=404)
     # -- policies -------------------------------------------------------------------------------
     names = [p["name"] for p in call("GET", "/api/v1/policies", status=200).json()["policies"]]
     assert "threshold" in names

@@ -203,13 +203,18 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
     judged = c.get("/api/v1/jobs/kj/decisions").json["decisions"][-1]
     assert judged["outcome"]["predicted"]["latency_s"] == d["prediction"]["latency_s"]
     assert judged["outcome"]["observed"]["latency_s"] == pytest.approx(5.5)
+    pe = judged["outcome"]["prediction_error"]  # per decision: |predicted − measured| / measured
+    assert pe["measured_latency_s"] == pytest.approx(5.5)
+    assert pe["abs_rel"] == pytest.approx(abs(d["prediction"]["latency_s"] - 5.5) / 5.5)
+    running = c.get("/api/v1/jobs/kj/cluster").json["prediction_error"]  # the running figure
+    assert running["samples"] == 1 and running["mean_abs_rel"] == pytest.approx(pe["abs_rel"])
     metrics = c.get("/metrics").get_data(as_text=True)
     err = (5.5 - d["prediction"]["latency_s"]) / d["prediction"]["latency_s"]
-    assert f'spark_governor_model_prediction_error_ratio{{job="kj",policy="kingman",quantity="latency_s"}} {err}' in metrics
-    assert 'spark_governor_constraint_bound_seconds{constraint="e2e",job="kj"} 4.5' in metrics
-    assert 'spark_governor_constraint_latency_seconds{constraint="e2e",job="kj"} 5.5' in metrics
-    assert 'spark_governor_constraint_attainment_ratio{constraint="e2e",job="kj"} 0.0' in metrics
-    assert 'spark_governor_constraint_feasible{constraint="e2e",job="kj"} 1.0' in metrics
+    assert f'spark_governor_model_prediction_error_ratio{{policy="kingman",quantity="latency_s",spark_job="kj"}} {err}' in metrics
+    assert 'spark_governor_constraint_bound_seconds{constraint="e2e",spark_job="kj"} 4.5' in metrics
+    assert 'spark_governor_constraint_latency_seconds{constraint="e2e",spark_job="kj"} 5.5' in metrics
+    assert 'spark_governor_constraint_attainment_ratio{constraint="e2e",spark_job="kj"} 0.0' in metrics
+    assert 'spark_governor_constraint_feasible{constraint="e2e",spark_job="kj"} 1.0' in metrics
     # a bound below the fixed part of the latency cannot be met: the decision and the API say so
     assert c.put("/api/v1/jobs/kj-tight/constraints/e2e?register=true", json={"bound_ms": 1000}, headers=auth).status_code == 200
     assert c.put("/api/v1/jobs/kj-tight/policies/kingman?register=true", headers=auth,

@@ -1,0 +1,339 @@
+"""What a job teaches about its cluster: provisioning delay, executor warm-up, driver overhead (issue #14).
+
+Lohrmann's latency model (thesis §4.6.2, digest 004 §5.2) knows only the queueing and service of the
+constrained tasks; his Nephele workers start in a fraction of a second and run long-lived subtasks.
+On Spark (digest §11.1, §11.5 "Actuation latency") three costs outside the task statistics decide
+whether a scaling action keeps a latency bound. They are measured here, per job and for its latest
+run (``aggregators.runs``), from what the statistics store already holds — tasks with executor id and
+times, micro-batches, executor decisions and, when the reporter sends them, executor add/remove times
+(``executor_events``) — and kept as one bounded row per job (``cluster_profiles``), refreshed at each
+policy evaluation (``api.governor``):
+
+* **Provisioning delay** of each executor added by a scale-out decision, in two parts (seconds):
+  ``register_s`` = the decision's directive sent (``decisions.created_ms``) → the executor registers
+  (``SparkListenerExecutorAdded``; where the reporter did not send it, the executor's first task
+  launch, an upper bound: ``register_source`` says which) and ``first_task_s`` = registration → the
+  first task finished on it. An executor is the decision's when it first appears after the decision
+  and before the next executor decision, at most ``new − old`` of them, within ``MAX_PROVISIONING_S``.
+* **Warm-up** of a new executor (one first seen more than ``INITIAL_GRACE_S`` after the run's first
+  task, i.e. not one the application started with, whose first tasks carry the application's own
+  first-batch cost): its tasks' service time — run time per record read (input + shuffle) where the
+  stage's tasks read records, else per task — divided by the *steady* service of the same stage
+  template, the median over tasks that are not among the first ``first_tasks`` of their executor.
+  ``factor`` = median over new executors of the mean ratio of their first ``first_tasks`` tasks;
+  ``tasks`` / ``duration_s`` = median over new executors of how many tasks, and how many seconds from
+  their first launch to the end of the last of them, ran before the first task at most
+  ``slow_ratio`` (1.5) × steady that starts a run of ``STEADY_RUN`` tasks with a median that is too
+  (0 when the first task already was; a stray slow task later, e.g. on a loaded machine, does not
+  count).
+* **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
+  span of its tasks (first launch → last finish; tasks joined on query id and batch id). Planning,
+  offset and commit log writes, the sink's commit and scheduling gaps are all in it. Batches without
+  tasks are not counted; never negative.
+* **Prediction error** of the decisions that took effect (``api.governor`` stores it in each
+  decision's ``outcome``): relative error |predicted − measured| / measured of the mean record latency,
+  per decision and its mean over the latest ``MAX_ERROR_DECISIONS``.
+
+Times: the directive's time is the control plane's clock, the tasks' and executors' the driver's; they
+are compared directly (the control plane and the driver are assumed to share a clock within a second).
+Sizes are bounded: at most ``max_tasks`` tasks (the latest), ``max_batches`` batches and
+``MAX_DECISIONS`` decisions are read, and one profile row per job is kept.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Optional
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from spark_governor.aggregators.models import batches, cluster_profiles, decisions, executor_events, jobs, tasks
+from spark_governor.aggregators.runs import run_spans
+
+#: an executor registering later than this after a scale-out decision is not counted as its (s)
+MAX_PROVISIONING_S = 600.0
+#: executors first seen within this long of the run's first task are the application's initial ones (s)
+INITIAL_GRACE_S = 5.0
+#: a new executor's warm-up ends at its first task at most ``slow_ratio`` × steady whose next
+#: ``STEADY_RUN`` tasks' median is too (a later stray slow task does not extend it)
+STEADY_RUN = 5
+MAX_DECISIONS = 200
+MAX_ERROR_DECISIONS = 50
+
+
+def quantile(xs: Iterable[float], q: float) -> Optional[float]:
+    """The ``q`` quantile by linear interpolation between order statistics; None for no data."""
+    v = sorted(xs)
+    if not v:
+        return None
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _dist(xs: list[float]) -> dict:
+    return {"median": quantile(xs, 0.5), "p90": quantile(xs, 0.9)}
+
+
+@dataclass
+class ClusterProfile:
+    """One job's measured cluster profile (seconds unless named otherwise); the ``/cluster`` answer."""
+
+    job: str
+    run_id: Optional[str]
+    provisioning: dict = field(default_factory=dict)
+    warmup: dict = field(default_factory=dict)
+    driver_overhead: dict = field(default_factory=dict)
+    prediction_error: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    # -- what the Kingman policy uses (None when not measured) ---------------------------------
+    @property
+    def provisioning_delay_s(self) -> Optional[float]:
+        """Median directive → first task finished on a new executor (register + first task), s."""
+        r, f = self.provisioning["register_s"]["median"], self.provisioning["first_task_s"]["median"]
+        return None if r is None else r + (f or 0.0)
+
+    @property
+    def driver_overhead_s(self) -> Optional[float]:
+        return self.driver_overhead.get("mean_s")
+
+
+def _latest_run(conn: Connection, job_id: int):
+    spans = run_spans(conn, job_id)
+    return spans[-1] if spans else None
+
+
+def _run_start(run) -> int:
+    """Decisions from this time on belong to the run (``aggregators.runs``: where the previous run's
+    span ends; 0 for the first run)."""
+    return run.lo_ms if run is not None and run.lo_ms is not None else 0
+
+
+def _task_filter(job_id: int, run):
+    cond = [tasks.c.job_id == job_id]
+    if run is not None and run.app_id:
+        cond.append(tasks.c.app_id == run.app_id)
+    elif run is not None and run.lo_ms is not None:
+        cond.append(tasks.c.finish_ms >= run.lo_ms)
+    return cond
+
+
+def _run_tasks(conn: Connection, job_id: int, run, max_tasks: int) -> list:
+    rows = conn.execute(
+        select(tasks.c.executor_id, tasks.c.template_id, tasks.c.launch_ms, tasks.c.finish_ms, tasks.c.run_time_ms,
+               tasks.c.input_records, tasks.c.shuffle_read_records, tasks.c.successful)
+        .where(*_task_filter(job_id, run)).order_by(tasks.c.finish_ms.desc()).limit(max_tasks)).all()
+    return sorted(rows, key=lambda r: (r.launch_ms, r.finish_ms))
+
+
+def executor_firsts(conn: Connection, job_id: int, run) -> dict[str, tuple[int, Optional[int]]]:
+    """executor id → (its first task launch, its first successful task finish) in the run (epoch ms)."""
+    out: dict[str, tuple[int, Optional[int]]] = {}
+    for r in conn.execute(select(tasks.c.executor_id, tasks.c.successful, func.min(tasks.c.launch_ms).label("launch"),
+                                 func.min(tasks.c.finish_ms).label("finish"))
+                          .where(*_task_filter(job_id, run)).group_by(tasks.c.executor_id, tasks.c.successful)):
+        launch, finish = out.get(r.executor_id, (r.launch, None))
+        out[r.executor_id] = (min(launch, r.launch), (r.finish if finish is None else min(finish, r.finish))
+                              if r.successful else finish)
+    return out
+
+
+def provisioning(conn: Connection, job_id: int, run, firsts: dict[str, tuple[int, Optional[int]]]) -> dict:
+    """``{"samples", "register_s", "first_task_s", "register_source"}`` (module docstring);
+    ``firsts``: :func:`executor_firsts`."""
+    first_launch = {e: v[0] for e, v in firsts.items()}
+    first_finish = {e: v[1] for e, v in firsts.items() if v[1] is not None}
+    added: dict[str, int] = {}
+    if run is not None:
+        added = {r.executor_id: r.added_ms for r in conn.execute(
+            select(executor_events.c.executor_id, executor_events.c.added_ms).where(
+                executor_events.c.job_id == job_id, executor_events.c.run_id == run.run_id,
+                executor_events.c.added_ms.is_not(None)))}
+    since = _run_start(run)
+    ds = conn.execute(select(decisions.c.created_ms, decisions.c.old_value, decisions.c.new_value).where(
+        decisions.c.job_id == job_id, decisions.c.knob == "executors", decisions.c.created_ms >= since,
+        decisions.c.status.in_(("issued", "applied", "superseded")))
+        .order_by(decisions.c.created_ms).limit(MAX_DECISIONS)).all()
+    registered = {e: added.get(e, first_launch.get(e)) for e in set(first_launch) | set(added)}
+    register, first_task, sources = [], [], set()
+    for i, d in enumerate(ds):
+        if not (isinstance(d.old_value, (int, float)) and isinstance(d.new_value, (int, float))
+                and d.new_value > d.old_value):
+            continue
+        t0 = d.created_ms
+        t1 = min(ds[i + 1].created_ms if i + 1 < len(ds) else t0 + MAX_PROVISIONING_S * 1000,
+                 t0 + MAX_PROVISIONING_S * 1000)
+        new = sorted((t, e) for e, t in registered.items() if t is not None and t0 < t <= t1
+                     and first_launch.get(e, t) >= t0)
+        for t, e in new[:int(d.new_value - d.old_value)]:
+            register.append((t - t0) / 1000.0)
+            sources.add("executor_added" if e in added else "first_launch")
+            if e in first_finish:
+                first_task.append(max(0.0, (first_finish[e] - t) / 1000.0))
+    source = None if not sources else (sources.pop() if len(sources) == 1 else "mixed")
+    return {"samples": len(register), "register_s": _dist(register), "first_task_s": _dist(first_task),
+            "register_source": source}
+
+
+def _service(r, per_record: bool) -> Optional[float]:
+    records = (r.input_records or 0) + (r.shuffle_read_records or 0)
+    if per_record:
+        return r.run_time_ms / 1000.0 / records if records > 0 else None
+    return r.run_time_ms / 1000.0
+
+
+def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
+           initial_grace_s: float = INITIAL_GRACE_S, first_launch: Optional[dict[str, int]] = None,
+           run_start_ms: Optional[int] = None) -> dict:
+    """``{"samples", "factor", "tasks", "duration_s"}`` of the run's new executors (module docstring).
+    ``task_rows``: the run's latest tasks in launch order; ``first_launch``: each executor's first
+    launch in the whole run and ``run_start_ms`` the run's first (executors whose first tasks are not
+    among ``task_rows`` are left out); default: as in ``task_rows``."""
+    ok = [r for r in task_rows if r.successful]
+    if not ok:
+        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+    by_template: dict[int, list] = {}
+    for r in ok:
+        by_template.setdefault(r.template_id, []).append(r)
+    per_record = {t: sum(1 for r in rs if (r.input_records or 0) + (r.shuffle_read_records or 0) > 0) >= 0.9 * len(rs)
+                  for t, rs in by_template.items()}
+    ordinal: dict[int, int] = {}
+    seen: dict[str, int] = {}
+    for i, r in enumerate(ok):  # ok is in launch order
+        ordinal[i] = seen.get(r.executor_id, 0)
+        seen[r.executor_id] = ordinal[i] + 1
+    steady: dict[int, float] = {}
+    for t in by_template:
+        warm = [s for i, r in enumerate(ok) if r.template_id == t and ordinal[i] >= first_tasks
+                and (s := _service(r, per_record[t])) is not None and s > 0]
+        if len(warm) >= 3:
+            steady[t] = statistics.median(warm)
+    start = (ok[0].launch_ms if run_start_ms is None else run_start_ms) + initial_grace_s * 1000
+    runs: dict[str, list[tuple[float, int, int]]] = {}  # executor → [(ratio, launch, finish)]
+    first_seen: dict[str, int] = {}
+    for r in ok:
+        first_seen.setdefault(r.executor_id, r.launch_ms)
+        if first_launch is not None and first_launch.get(r.executor_id, r.launch_ms) < first_seen[r.executor_id]:
+            continue  # its first tasks are older than the tasks read
+        if first_seen[r.executor_id] <= start or r.template_id not in steady:
+            continue
+        s = _service(r, per_record[r.template_id])
+        if s is not None:
+            runs.setdefault(r.executor_id, []).append((s / steady[r.template_id], r.launch_ms, r.finish_ms))
+    factors, counts, durations = [], [], []
+    for e, seq in runs.items():
+        head = seq[:first_tasks]
+        factors.append(statistics.fmean(x for x, _, _ in head))
+        ratios = [x for x, _, _ in seq]
+        end = next((k for k in range(len(ratios)) if ratios[k] <= slow_ratio
+                    and statistics.median(ratios[k:k + STEADY_RUN]) <= slow_ratio), len(ratios))
+        counts.append(end)
+        durations.append((seq[end - 1][2] - first_seen[e]) / 1000.0 if end else 0.0)
+    if not factors:
+        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+    return {"samples": len(factors), "factor": statistics.median(factors),
+            "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations)}
+
+
+def driver_overhead(conn: Connection, job_id: int, run, max_batches: int = 500) -> dict:
+    """``{"samples", "mean_s", "median_s", "p90_s"}``: batch duration − its tasks' span (module docstring)."""
+    cond = [batches.c.job_id == job_id]
+    if run is not None:
+        cond.append(batches.c.job_run_id == run.run_id)
+    rows = conn.execute(select(batches.c.query_id, batches.c.batch_id, batches.c.batch_duration_ms).where(*cond)
+                        .order_by(batches.c.trigger_ms.desc()).limit(max_batches)).all()
+    if not rows:
+        return {"samples": 0, "mean_s": None, "median_s": None, "p90_s": None}
+    lo = min(r.batch_id for r in rows)
+    spans = {(s.query_id, s.batch_id): (s.lo, s.hi) for s in conn.execute(
+        select(tasks.c.query_id, tasks.c.batch_id, func.min(tasks.c.launch_ms).label("lo"),
+               func.max(tasks.c.finish_ms).label("hi"))
+        .where(*_task_filter(job_id, run), tasks.c.batch_id >= lo).group_by(tasks.c.query_id, tasks.c.batch_id))}
+    xs = []
+    for r in rows:
+        span = spans.get((r.query_id, r.batch_id))
+        if span is not None:
+            xs.append(max(0.0, (r.batch_duration_ms - (span[1] - span[0])) / 1000.0))
+    return {"samples": len(xs), "mean_s": statistics.fmean(xs) if xs else None,
+            "median_s": quantile(xs, 0.5), "p90_s": quantile(xs, 0.9)}
+
+
+def prediction_error(conn: Connection, job_id: int, since_ms: int = 0) -> dict:
+    """``{"samples", "mean_abs_rel", "last"}`` over the latest judged decisions with a prediction error
+    (``outcome["prediction_error"]``, written by ``api.governor``)."""
+    rows = conn.execute(select(decisions.c.id, decisions.c.policy, decisions.c.outcome, decisions.c.outcome_ms).where(
+        decisions.c.job_id == job_id, decisions.c.outcome_ms.is_not(None), decisions.c.created_ms >= since_ms)
+        .order_by(decisions.c.outcome_ms.desc(), decisions.c.id.desc()).limit(MAX_DECISIONS)).all()
+    errs = [(r, r.outcome["prediction_error"]) for r in rows
+            if isinstance(r.outcome, dict) and isinstance(r.outcome.get("prediction_error"), dict)]
+    errs = errs[:MAX_ERROR_DECISIONS]
+    if not errs:
+        return {"samples": 0, "mean_abs_rel": None, "last": None}
+    r, e = errs[0]
+    return {"samples": len(errs), "mean_abs_rel": statistics.fmean(x["abs_rel"] for _, x in errs),
+            "last": {"decision_id": r.id, "policy": r.policy, "outcome_ms": r.outcome_ms, **e}}
+
+
+def measure(conn: Connection, job: str, job_id: int, max_tasks: int = 5000, max_batches: int = 500) -> ClusterProfile:
+    """The job's profile on its latest run, computed now (read-only)."""
+    run = _latest_run(conn, job_id)
+    rows = _run_tasks(conn, job_id, run, max_tasks)
+    firsts = executor_firsts(conn, job_id, run)
+    start = min((v[0] for v in firsts.values()), default=None)
+    return ClusterProfile(job=job, run_id=run.run_id if run is not None else None,
+                          provisioning=provisioning(conn, job_id, run, firsts),
+                          warmup=warmup(rows, first_launch={e: v[0] for e, v in firsts.items()}, run_start_ms=start),
+                          driver_overhead=driver_overhead(conn, job_id, run, max_batches),
+                          prediction_error=prediction_error(conn, job_id, _run_start(run)))
+
+
+def refresh(conn: Connection, job: str, job_id: int, now_ms: int, min_interval_s: float = 0.0) -> ClusterProfile:
+    """Measure and store the job's profile (one row per job, replaced); the stored one when it is
+    less than ``min_interval_s`` seconds old (the measurement reads thousands of tasks)."""
+    row = conn.execute(select(cluster_profiles.c.updated_ms, cluster_profiles.c.profile)
+                       .where(cluster_profiles.c.job_id == job_id)).first()
+    if row is not None and 0 <= now_ms - row.updated_ms < min_interval_s * 1000:
+        return from_json(row.profile)
+    p = measure(conn, job, job_id)
+    values = dict(run_id=p.run_id, updated_ms=now_ms, profile=p.to_json())
+    if conn.execute(update(cluster_profiles).where(cluster_profiles.c.job_id == job_id).values(**values)).rowcount == 0:
+        conn.execute(insert(cluster_profiles).values(job_id=job_id, **values))
+    return p
+
+
+def from_json(d: dict) -> ClusterProfile:
+    return ClusterProfile(**{k: d[k] for k in ("job", "run_id", "provisioning", "warmup", "driver_overhead",
+                                                 "prediction_error")})
+
+
+def stored(conn: Connection, job_id: int) -> Optional[ClusterProfile]:
+    """The profile stored at the latest evaluation, or None."""
+    row = conn.execute(select(cluster_profiles.c.profile).where(cluster_profiles.c.job_id == job_id)).first()
+    return None if row is None else from_json(row.profile)
+
+
+def stored_all(conn: Connection) -> list[tuple[int, ClusterProfile]]:
+    """Every job's stored profile with its job id (for ``/metrics``), by job name."""
+    rows = conn.execute(select(cluster_profiles.c.job_id, cluster_profiles.c.profile)
+                        .join(jobs, jobs.c.id == cluster_profiles.c.job_id).order_by(jobs.c.name)).all()
+    return [(r.job_id, from_json(r.profile)) for r in rows]
+
+
+def record_executor_events(conn: Connection, job_id: int, run_id: str, evs: Iterable[dict]) -> None:
+    """Store executor add/remove times a reporter sent: ``{"executor_id", "added_ms"?, "removed_ms"?,
+    "cores"?}`` (driver clock, epoch ms); a later event of the same executor fills in what is known."""
+    for ev in evs:
+        key = (executor_events.c.job_id == job_id, executor_events.c.run_id == run_id,
+               executor_events.c.executor_id == ev["executor_id"])
+        values = {k: ev[k] for k in ("added_ms", "removed_ms", "cores") if ev.get(k) is not None}
+        row = conn.execute(select(executor_events.c.id).where(*key)).first()
+        if row is None:
+            conn.execute(insert(executor_events).values(job_id=job_id, run_id=run_id,
+                                                        executor_id=ev["executor_id"], **values))
+        elif values:
+            conn.execute(update(executor_events).where(executor_events.c.id == row.id).values(**values))

@@ -1,0 +1,186 @@
+"""The cluster profile measured from SQL (aggregators.cluster_profile) on constructed rows in a real
+SQLite store: provisioning delay, executor warm-up, driver overhead, prediction error; its API
+(GET /api/v1/jobs/<job>/cluster) and /metrics gauges."""
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import insert, select
+
+from spark_governor.aggregators import cluster_profile, db
+from spark_governor.aggregators.models import (batches, cluster_profiles, decisions, job_runs, jobs,
+                                               runtime_vertices, tasks, template_vertices)
+from spark_governor.api.cluster_metrics import ClusterProfileCollector
+from spark_governor.api.governor import prediction_error
+
+T0 = 1_700_000_000_000
+APP = "app-1"
+GAP = 4000  # a batch every 4 s
+
+
+def trigger(k):
+    return T0 + 1000 + GAP * k
+
+
+@pytest.fixture
+def store(sqlite_url):
+    db.upgrade(sqlite_url)
+    eng = db.make_engine(sqlite_url)
+    yield eng
+    eng.dispose()
+
+
+def _task(job_id, tpl, rv, batch, tid, executor, launch, run_ms, records=100):
+    return dict(job_id=job_id, template_id=tpl, runtime_vertex_id=rv, app_id=APP, query_id="q", batch_id=batch,
+                stage_id=batch, stage_attempt=0, task_id=tid, partition=0, attempt=0, executor_id=executor,
+                launch_ms=launch, finish_ms=launch + run_ms, run_time_ms=run_ms, cpu_time_ns=0, gc_time_ms=0,
+                deserialize_ms=0, result_serialize_ms=0, input_records=records, input_bytes=0, output_records=0,
+                output_bytes=0, shuffle_read_records=0, shuffle_read_bytes=0, shuffle_fetch_wait_ms=0,
+                shuffle_write_records=0, shuffle_write_bytes=0, shuffle_write_time_ns=0, successful=True,
+                speculative=False)
+
+
+def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None):
+    """One run: executor 1 from the start takes 2 tasks of 1 s (100 records) per batch; a scale-out
+    decision at T0 + 40 s; executor 2 registers at T0 + 52 s and takes one of the two tasks from batch
+    ``joins_at`` (triggered T0 + 57 s) on; its first 3 tasks take 3 s. Every batch lasts its tasks'
+    span + 1.5 s."""
+    job_id = conn.execute(insert(jobs).values(name="cp", created_ms=T0, last_report_ms=T0 + 200_000, executors=2,
+                                              slots=2)).inserted_primary_key[0]
+    conn.execute(insert(job_runs).values(job_id=job_id, run_id=APP, app_id=APP, first_ms=T0, last_ms=T0 + 200_000))
+    tpl = conn.execute(insert(template_vertices).values(job_id=job_id, key="t", name="t", first_ms=T0,
+                                                        last_ms=T0)).inserted_primary_key[0]
+    rv = conn.execute(insert(runtime_vertices).values(template_id=tpl, partition=0)).inserted_primary_key[0]
+    rows, tid, e2 = [], 0, 0
+    for k in range(n_batches):
+        t = trigger(k)
+        launch = t + 500
+        runs = [("1", 1000)]
+        if k >= joins_at:
+            runs.append(("2", 3000 if e2 < 3 or e2 == stray else 1000))
+            e2 += 1
+        else:
+            runs.append(("1", 1000))
+        for ex, ms in runs:
+            rows.append(_task(job_id, tpl, rv, k, tid, ex, launch, ms))
+            tid += 1
+        span = max(ms for _, ms in runs)
+        conn.execute(insert(batches).values(job_id=job_id, query_id="q", run_id="r", batch_id=k, trigger_ms=t,
+                                            batch_duration_ms=span + 1500, durations_ms={}, num_input_rows=200,
+                                            state_operators=[], event_time={}, observed_metrics={}, job_run_id=APP))
+    conn.execute(insert(tasks), rows)
+    conn.execute(insert(decisions).values(job_id=job_id, policy="kingman", knob="executors", old_value=1, new_value=2,
+                                          reason="r", inputs={}, prediction={}, mode="act", status="applied",
+                                          created_ms=T0 + 40_000, applied_ms=T0 + 41_000))
+    # a scale-in later: not a provisioning sample
+    conn.execute(insert(decisions).values(job_id=job_id, policy="kingman", knob="executors", old_value=2, new_value=1,
+                                          reason="r", inputs={}, prediction={}, mode="act", status="applied",
+                                          created_ms=T0 + 150_000))
+    if executor_events:
+        cluster_profile.record_executor_events(conn, job_id, APP, [{"executor_id": "1", "added_ms": T0 - 5000},
+                                                                  {"executor_id": "2", "added_ms": T0 + 52_000}])
+        cluster_profile.record_executor_events(conn, job_id, APP, [{"executor_id": "2", "cores": 1}])
+    return job_id
+
+
+def test_provisioning_warmup_and_driver_overhead_from_sql(store):
+    with store.begin() as conn:
+        job_id = build(conn)
+        p = cluster_profile.measure(conn, "cp", job_id)
+    assert p.run_id == APP
+    # directive sent T0+40 s → ExecutorAdded T0+52 s → first task finished T0+57.5+3 s
+    assert p.provisioning == {"samples": 1, "register_s": {"median": 12.0, "p90": 12.0},
+                              "first_task_s": {"median": 8.5, "p90": 8.5}, "register_source": "executor_added"}
+    assert p.provisioning_delay_s == pytest.approx(20.5)
+    # steady 10 ms per record; executor 2's first 10 tasks: 3 × 3 + 7 × 1 → factor 1.6; slow for 3 tasks,
+    # from its first launch (T0+57.5 s) to its third task's end (batch 16: T0+65.5+3 s)
+    assert p.warmup["samples"] == 1 and p.warmup["factor"] == pytest.approx(1.6)
+    assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
+    # every batch: duration = task span + 1.5 s
+    assert p.driver_overhead["samples"] == 40
+    assert p.driver_overhead["mean_s"] == pytest.approx(1.5) and p.driver_overhead["p90_s"] == pytest.approx(1.5)
+    assert p.prediction_error == {"samples": 0, "mean_abs_rel": None, "last": None}
+
+
+def test_a_stray_slow_task_later_does_not_extend_the_warm_up(store):
+    with store.begin() as conn:
+        p = cluster_profile.measure(conn, "cp", build(conn, stray=15))  # executor 2's 16th task is slow too
+    assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
+    assert p.warmup["factor"] == pytest.approx(1.6)  # the first 10 tasks
+
+
+def test_reading_only_the_latest_tasks_misattributes_no_executor(store):
+    with store.begin() as conn:
+        p = cluster_profile.measure(conn, "cp", build(conn), max_tasks=30)  # batches 25-39 only
+    assert p.provisioning["samples"] == 1 and p.provisioning["first_task_s"]["median"] == 8.5  # from all tasks
+    assert p.warmup["samples"] == 0  # executor 2's first tasks are not among those read
+
+
+def test_without_executor_events_the_first_launch_bounds_registration(store):
+    with store.begin() as conn:
+        p = cluster_profile.measure(conn, "cp", build(conn, executor_events=False))
+    assert p.provisioning["register_source"] == "first_launch"
+    assert p.provisioning["register_s"]["median"] == pytest.approx(17.5)  # first launch T0+57.5 s
+    assert p.provisioning["first_task_s"]["median"] == pytest.approx(3.0)
+
+
+def test_no_new_executor_no_samples(store):
+    with store.begin() as conn:
+        p = cluster_profile.measure(conn, "cp", build(conn, executor_events=False, n_batches=10))  # no executor 2
+    assert p.provisioning["samples"] == 0 and p.provisioning["register_s"] == {"median": None, "p90": None}
+    assert p.warmup == {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+    assert p.driver_overhead["samples"] == 10
+
+
+def test_prediction_error_per_decision_and_running(store):
+    assert prediction_error({"latency_s": 4.0}, {"latency_s": 5.0}) == {
+        "predicted_latency_s": 4.0, "measured_latency_s": 5.0, "rel": pytest.approx(-0.2),
+        "abs_rel": pytest.approx(0.2)}
+    assert prediction_error({"utilization": 0.5}, {"latency_s": 5.0}) is None
+    assert prediction_error({"latency_s": 4.0}, {"latency_s": 0.0}) is None
+    with store.begin() as conn:
+        job_id = build(conn)
+        for i, (pred, meas) in enumerate(((4.0, 5.0), (6.0, 5.0), (5.0, 4.0))):
+            outcome = {"observed": {"latency_s": meas}, "predicted": {"latency_s": pred},
+                       "prediction_error": prediction_error({"latency_s": pred}, {"latency_s": meas})}
+            conn.execute(insert(decisions).values(job_id=job_id, policy="kingman", knob="executors", old_value=2,
+                                                  new_value=3, reason="r", inputs={}, prediction={"latency_s": pred},
+                                                  mode="act", status="applied", created_ms=T0 + 60_000 + i,
+                                                  outcome=outcome, outcome_ms=T0 + 90_000 + i))
+        e = cluster_profile.measure(conn, "cp", job_id).prediction_error
+    assert e["samples"] == 3 and e["mean_abs_rel"] == pytest.approx((0.2 + 0.2 + 0.25) / 3)
+    assert e["last"]["abs_rel"] == pytest.approx(0.25) and e["last"]["predicted_latency_s"] == 5.0
+
+
+def test_refresh_keeps_one_row_per_job_and_feeds_api_and_metrics(store, sqlite_url):
+    from spark_governor.api.app import Settings, create_app
+    from spark_governor.aggregators.view import build_view
+
+    with store.begin() as conn:
+        job_id = build(conn)
+        cluster_profile.refresh(conn, "cp", job_id, T0 + 1)
+        cluster_profile.refresh(conn, "cp", job_id, T0 + 2)
+        assert conn.execute(select(cluster_profiles.c.updated_ms)).scalars().all() == [T0 + 2]
+        cluster_profile.refresh(conn, "cp", job_id, T0 + 5000, min_interval_s=10)  # too soon: kept
+        assert conn.execute(select(cluster_profiles.c.updated_ms)).scalars().all() == [T0 + 2]
+        v = build_view(conn, "cp", 30.0, 5000, T0 + 200_000)
+    assert v.cluster.provisioning_delay_s == pytest.approx(20.5) and v.cluster.driver_overhead_s == pytest.approx(1.5)
+    assert v.cluster.warmup_factor == pytest.approx(1.6)
+    registry = CollectorRegistry()
+    registry.register(ClusterProfileCollector(store, expiry_s=0))  # the constructed job never reported
+    text = generate_latest(registry).decode()
+    assert 'spark_governor_provisioning_delay_seconds{part="register",spark_job="cp"} 12.0' in text
+    assert 'spark_governor_provisioning_delay_seconds{part="first_task",spark_job="cp"} 8.5' in text
+    assert 'spark_governor_executor_warmup_factor{spark_job="cp"} 1.6' in text
+    assert 'spark_governor_driver_overhead_seconds{spark_job="cp"} 1.5' in text
+    assert "spark_governor_prediction_error_ratio{" not in text  # no judged decision yet
+    silent = CollectorRegistry()
+    silent.register(ClusterProfileCollector(store))  # silent longer than the expiry: not exported
+    assert 'spark_job="cp"' not in generate_latest(silent).decode()
+    c = create_app(store, Settings()).test_client()
+    r = c.get("/api/v1/jobs/cp/cluster")
+    assert r.status_code == 200
+    body = r.json
+    assert body["job"] == "cp" and body["run_id"] == APP
+    assert body["provisioning"]["register_s"]["median"] == 12.0 and body["warmup"]["tasks"] == 3
+    assert body["driver_overhead"]["median_s"] == 1.5 and body["prediction_error"]["samples"] == 0
+    r = c.get("/api/v1/jobs/nope/cluster")
+    assert r.status_code == 404 and "nope" in r.json["error"]
