@@ -13,6 +13,13 @@ policy's ``observe`` is compared with the decision's prediction (``judge_effect`
 scale-ups in a row put the knob on hold (an event, the API and ``/metrics`` show it). The
 decision's ``outcome`` then also holds its latency prediction error (:func:`prediction_error`).
 
+Verification (``policies.verification``): at the same time, the job's health after the change (from
+the change on) is compared with its health when the decision was taken (``inputs.health_before``). A
+change that made the job measurably worse is rolled back to the previous value by a new decision and
+directive (``inputs.rollback_of``), marked ``rolled-back`` with the evidence in its outcome, and the
+same change is refused for the policy's ``rollback_cooloff_s``. A decision is verified once the
+quantities measured before are measured again (at most ``VERIFY_WAIT_INTERVALS`` intervals late).
+
 Before the policies run, the job's cluster profile (``aggregators.cluster_profile``: provisioning
 delay, executor warm-up, driver overhead) is measured and stored; the views carry it.
 
@@ -35,8 +42,13 @@ from spark_governor.aggregators.models import decisions, jobs, policy_configs
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import guard, judge_effect, next_history
+from spark_governor.policies.verification import judge_harm, snapshot, verification
 
 log = logging.getLogger("spark_governor.governor")
+
+#: a decision whose effect cannot be measured yet is judged at the latest this many evaluation
+#: intervals after its effectiveness window (then with what is measured)
+VERIFY_WAIT_INTERVALS = 20
 #: the cluster profile is measured again at most this often (s; ``aggregators.cluster_profile``)
 PROFILE_INTERVAL_S = 10.0
 
@@ -108,6 +120,8 @@ class Governor:
                     if g.note and g.note.startswith("held"):
                         repo.record_event(conn, job_id, "hold", f"{p.knob}: {g.note} ({p.reason})", now_ms, cls.name)
                     continue
+                if self._cooling_off(conn, job_id, p.knob, g.value, now_ms, cfg.rollback_cooloff_s):
+                    continue  # the same change was rolled back within the cool-off
                 reason = p.reason + (f" [{g.note}]" if g.note else "")
                 not_actuatable = view.not_actuatable.get(p.knob)
                 if not_actuatable:  # a recommendation, in either mode: it can be neither issued nor approved
@@ -118,8 +132,8 @@ class Governor:
                     status, message = "issued", None
                 decision_id = repo.record_decision(
                     conn, job_id=job_id, policy=cls.name, knob=p.knob, old_value=current, new_value=g.value,
-                    reason=reason, inputs=p.inputs, prediction=p.prediction, mode=pc.mode, status=status,
-                    status_message=message, created_ms=now_ms)
+                    reason=reason, inputs={**p.inputs, "health_before": snapshot(view)}, prediction=p.prediction,
+                    mode=pc.mode, status=status, status_message=message, created_ms=now_ms)
                 if status == "issued":
                     self.issue(conn, job_id, decision_id, p.knob, current, g.value, now_ms)
                 created.append(decision_id)
@@ -139,17 +153,62 @@ class Governor:
                                             direction=direction))
         return version
 
+    @staticmethod
+    def _cooling_off(conn, job_id: int, knob: str, value, now_ms: int, cooloff_s: float) -> bool:
+        """Was the change of ``knob`` to ``value`` rolled back within the last ``cooloff_s`` seconds?"""
+        if cooloff_s <= 0:
+            return False
+        rows = conn.execute(select(decisions.c.new_value, decisions.c.outcome).where(
+            decisions.c.job_id == job_id, decisions.c.knob == knob,
+            decisions.c.outcome_ms >= now_ms - int(cooloff_s * 1000))).all()
+        return any((r.outcome or {}).get("verification") == "rolled-back" and r.new_value == value for r in rows)
+
+    def _verify(self, conn, job_id: int, job: str, d, cfg, now_ms: int) -> tuple[str, list[str], dict, dict] | None:
+        """The job's health since decision ``d`` took effect vs before it: (verification, evidence, before,
+        after); None while what was measured before is not measured again yet (and the wait is not over)."""
+        before = (d.inputs or {}).get("health_before") or {}
+        after_view = build_view(conn, job, max((now_ms - d.applied_ms) / 1000.0, self.window_ms / 1000.0),
+                                self.window_ms, now_ms)
+        after = snapshot(after_view)
+        late = now_ms - d.applied_ms > (cfg.effectiveness_intervals + VERIFY_WAIT_INTERVALS) * self.evaluation_interval_s * 1000
+        if not late and any(k in before and k not in after for k in ("latency_s", "batch_s", "max_mean_load")):
+            return None
+        harm = judge_harm(before, after)
+        rollback = cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of") \
+            and d.old_value is not None
+        return verification(None, harm, rollback), harm, before, after
+
+    def _roll_back(self, conn, job_id: int, policy: str, d, harm: list[str], after: dict, now_ms: int) -> int:
+        """Undo decision ``d``: a new decision back to its old value, issued at once (no cool-down)."""
+        reason = f"rollback of decision {d.id} ({d.old_value} → {d.new_value}): " + "; ".join(harm)
+        decision_id = repo.record_decision(
+            conn, job_id=job_id, policy=policy, knob=d.knob, old_value=d.new_value, new_value=d.old_value,
+            reason=reason, inputs={"rollback_of": d.id, "evidence": harm, "health_before": after}, prediction={},
+            mode="act", status="issued", status_message=None, created_ms=now_ms)
+        self.issue(conn, job_id, decision_id, d.knob, d.new_value, d.old_value, now_ms)
+        repo.record_event(conn, job_id, "rollback", reason, now_ms, policy)
+        return decision_id
+
     def _judge_applied(self, conn, job_id: int, policy, cfg, view, now_ms: int) -> None:
         due = now_ms - int(cfg.effectiveness_intervals * self.evaluation_interval_s * 1000)
         for d in conn.execute(select(decisions).where(
                 decisions.c.job_id == job_id, decisions.c.policy == policy.name, decisions.c.status == "applied",
                 decisions.c.outcome_ms.is_(None), decisions.c.applied_ms <= due)).all():
+            verified = self._verify(conn, job_id, view.job, d, cfg, now_ms)
+            if verified is None:
+                continue  # not measurable yet
             observed = policy.observe(view, d.knob, cfg)
             effective = judge_effect(d.inputs or {}, d.prediction or {}, observed, cfg.effective_fraction)
             outcome = {"observed": observed, "predicted": d.prediction}
             error = prediction_error(d.prediction or {}, observed)
             if error is not None:
                 outcome["prediction_error"] = error
+            word, harm, before, after = verified
+            if word == "verified" and effective is False:
+                word = "ineffective"
+            outcome.update(verification=word, evidence=harm, health_before=before, health_after=after)
+            if word == "rolled-back":
+                outcome["rollback_decision"] = self._roll_back(conn, job_id, policy.name, d, harm, after, now_ms)
             conn.execute(update(decisions).where(decisions.c.id == d.id).values(
                 outcome=outcome, effective=effective, outcome_ms=now_ms))
             scale_up = isinstance(d.new_value, (int, float)) and isinstance(d.old_value, (int, float)) \

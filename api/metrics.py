@@ -123,6 +123,10 @@ class StoreCollector:
                                    "the statuses of spark_governor_decisions_total)",
                                    labels=["spark_job", "policy", "knob", "mode"])
         policy_errors = CounterMetricFamily(f"{PREFIX}_policy_errors", "Policy evaluation errors", labels=["spark_job"])
+        verified = GaugeMetricFamily(f"{PREFIX}_decision_verifications",
+                                     "Judged decisions by verification: the job's health after the change vs before "
+                                     "(verified, ineffective, rolled-back, harmful)",
+                                     labels=["spark_job", "policy", "verification"])
         held = GaugeMetricFamily(f"{PREFIX}_knob_held", "1 while scale-ups of a knob are held (ineffective)",
                                  labels=["spark_job", "knob"])
         ineffective = GaugeMetricFamily(f"{PREFIX}_knob_ineffective_scale_ups",
@@ -160,6 +164,15 @@ class StoreCollector:
                         n_made.setdefault((pc.job_id, pc.policy, knob, pc.mode), 0)
             for (job_id, policy, knob, mode), n in n_made.items():
                 made.add_metric([names[job_id], policy, knob, mode], n)
+            n_verified: dict = {}
+            for r in conn.execute(select(decisions.c.job_id, decisions.c.policy, decisions.c.outcome)
+                                  .where(decisions.c.outcome_ms.is_not(None))):
+                word = (r.outcome or {}).get("verification")
+                if r.job_id in names and word:
+                    key = (names[r.job_id], r.policy, word)
+                    n_verified[key] = n_verified.get(key, 0) + 1
+            for key, n in sorted(n_verified.items()):
+                verified.add_metric(list(key), n)
             n_errors = {job_id: 0 for job_id in {pc.job_id for pc in configured}}
             n_errors.update(conn.execute(select(events.c.job_id, func.count().label("n")).where(
                 events.c.kind == "policy_error", events.c.job_id.is_not(None)).group_by(events.c.job_id)).all())
@@ -248,7 +261,7 @@ class StoreCollector:
         yield dropped
         yield orphaned
         yield ingested
-        yield from (decided, made, policy_errors, held, ineffective, version, applied, directive_value, executors)
+        yield from (decided, made, policy_errors, verified, held, ineffective, version, applied, directive_value, executors)
 
 
 class IngestMetrics:

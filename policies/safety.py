@@ -29,6 +29,10 @@ class SafetyConfig(PolicyConfig):
     effectiveness_intervals: int = Field(3, ge=1, description="Evaluation intervals after an applied change before its effect is judged")
     effective_fraction: float = Field(0.1, ge=0, le=1, description="A change is effective when at least this fraction of the predicted improvement is observed")
     max_ineffective_scale_ups: int = Field(3, ge=1, description="Scale-ups are held after this many ineffective ones in a row")
+    rollback: bool = Field(True, description="Roll back an applied change that made the job measurably worse "
+                                             "(policies.verification); false: only report it as harmful")
+    rollback_cooloff_s: float = Field(600.0, ge=0, description="After a rollback, the same change (knob and value) "
+                                                                "is refused for this many seconds")
 
 
 @dataclass(frozen=True)

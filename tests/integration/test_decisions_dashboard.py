@@ -35,7 +35,8 @@ JOB = "decisions-test"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 #: metrics the dashboard must show
 METRICS = ("decisions_total", "decisions_made_total", "directive_version", "directive_applied_version",
-           "directive_value", "executors", "knob_held", "knob_ineffective_scale_ups", "policy_errors_total")
+           "directive_value", "executors", "knob_held", "knob_ineffective_scale_ups", "policy_errors_total",
+           "decision_verifications")
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +71,11 @@ def test_decisions_dashboard_is_a_valid_dashboard(dashboard):
         for t in p["targets"]:
             assert t["datasource"] == DATASOURCE and 'spark_job="$job"' in t["expr"], (p["title"], t)
             assert "{job=" not in t["expr"] and " job=" not in t["expr"], (p["title"], t)
-    (table,) = [p for p in panels if p["type"] == "table"]
-    (t,) = table["targets"]
-    assert t["instant"] is True and t["format"] == "table" and "by (policy, knob, status)" in t["expr"]
+    tables = [p for p in panels if p["type"] == "table"]
+    assert len(tables) == 2 and all(t["instant"] is True and t["format"] == "table"
+                                    for p in tables for t in p["targets"])
+    assert "by (policy, knob, status)" in tables[0]["targets"][0]["expr"]
+    assert "by (policy, verification)" in tables[1]["targets"][0]["expr"]
 
     exprs = " ".join(e for _t, e in panel_queries(dashboard))
     for metric in METRICS:

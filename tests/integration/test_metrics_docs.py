@@ -283,7 +283,8 @@ def _decide(engine, now_ms: int) -> None:
         d = repo.record_decision(conn, **base, policy="kingman", knob="executors", old_value=2, new_value=3,
                                  inputs={"plan": {"constraints": {"e2e": {"feasible": True}}}},
                                  prediction={"constraints": {"e2e": 2.5}, "latency_s": 2.5},
-                                 outcome={"predicted": {"latency_s": 2.5}, "observed": {"latency_s": 2.8}},
+                                 outcome={"predicted": {"latency_s": 2.5}, "observed": {"latency_s": 2.8},
+                                          "verification": "verified", "evidence": []},
                                  effective=True, outcome_ms=now_ms - 1000)
         repo.issue_directive(conn, job_id, "executors", 3, d, now_ms - 20_000)
         d = repo.record_decision(conn, **base, policy="pid-rate", knob="batch_interval", old_value=None,
