@@ -79,6 +79,19 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def both_databases(request, sqlite_url):
+    """A migrated engine on a fresh SQLite file and, as the second parameter, on a fresh database of the
+    real PostgreSQL server."""
+    from spark_governor.aggregators import db
+
+    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
+    db.upgrade(url)
+    eng = db.make_engine(url)
+    yield eng
+    eng.dispose()
+
+
 # -- PostgreSQL ------------------------------------------------------------------------------
 def _pg_bin() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
@@ -180,6 +193,22 @@ class PromQL:
         """Samples of ``expr`` (one series) scraped in the last minute."""
         result = self.query(f"count_over_time({expr}[1m])")
         return int(float(result[0]["value"][1])) if result else 0
+
+    def empty_panels(self, dashboard: dict, job: str) -> list[str]:
+        """Evaluate every panel query of ``dashboard`` for Spark job ``job``, panel by panel: the panels
+        without data. Every series carries our ``spark_job`` (= ``job``) and Prometheus's own ``job``
+        label (the scrape job's; no ``honor_labels``, so never an ``exported_job``)."""
+        from spark_governor.dashboards import panel_queries, render_expr
+
+        empty = []
+        for title, expr in panel_queries(dashboard):
+            result = self.query(render_expr(expr, {"job": job, "datasource": "prometheus"}))
+            if not result:
+                empty.append(f"{title}: {expr}")
+            for series in result:
+                assert series["metric"].get("spark_job", job) == job and "exported_job" not in series["metric"], series
+                assert series["metric"].get("job", "spark-governor") == "spark-governor", series
+        return empty
 
 
 # -- Spark standalone cluster -------------------------------------------------------------------

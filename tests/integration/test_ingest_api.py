@@ -5,21 +5,16 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from spark_governor.aggregators import db
 from spark_governor.aggregators.models import metadata
 from spark_governor.aggregators.welford import Moments
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.reports import gz, make_report
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request, sqlite_url):
+@pytest.fixture
+def engine(both_databases):
     """Every ingest test runs against SQLite and a real PostgreSQL."""
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
-    db.upgrade(url)
-    eng = db.make_engine(url)
-    yield eng
-    eng.dispose()
+    return both_databases
 
 
 @pytest.fixture

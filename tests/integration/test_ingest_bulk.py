@@ -10,7 +10,6 @@ from collections import defaultdict
 import pytest
 from sqlalchemy import func, select
 
-from spark_governor.aggregators import db
 from spark_governor.aggregators.models import (batches, runtime_vertices, runtime_windows, stage_runs, tasks,
                                                template_vertices, template_windows)
 from spark_governor.aggregators.welford import Moments
@@ -21,13 +20,9 @@ WINDOW_MS = 5000
 T0 = 1_764_000_000_000
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request, sqlite_url):
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
-    db.upgrade(url)
-    eng = db.make_engine(url)
-    yield eng
-    eng.dispose()
+@pytest.fixture
+def engine(both_databases):
+    return both_databases
 
 
 def _reports() -> list[dict]:

@@ -126,15 +126,7 @@ def test_prometheus_evaluates_every_partitioning_panel_and_annotation(dashboard,
     assert feeder.error is None, feeder.error
 
     variables = {"job": JOB, "datasource": "prometheus"}
-    empty = []
-    for title, expr in panel_queries(dashboard):  # panel by panel
-        result = query(render_expr(expr, variables))
-        if not result:
-            empty.append(f"{title}: {expr}")
-        # scraped without honor_labels: Prometheus's job is the scrape job's, ours is spark_job
-        for series in result:
-            assert series["metric"].get("spark_job", JOB) == JOB and "exported_job" not in series["metric"], series
-            assert series["metric"].get("job", "spark-governor") == "spark-governor", series
+    empty = PromQL(prom).empty_panels(dashboard, JOB)  # panel by panel, scraped without honor_labels
     assert not empty, "panels without data:\n" + "\n".join(empty)
     # what the panels show is what happened
     blocks = next(p for p in dashboard["panels"] if p["title"] == "Tuples per Map block")

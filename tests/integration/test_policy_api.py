@@ -7,7 +7,6 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from spark_governor.aggregators import db
 from spark_governor.aggregators.models import audit_log, directives, policy_configs
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.reports import gz
@@ -16,16 +15,12 @@ TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request, sqlite_url):
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
-    db.upgrade(url)
-    eng = db.make_engine(url)
+@pytest.fixture
+def engine(both_databases):
     from spark_governor.api.auth import store_tokens
 
-    store_tokens(eng, {"ops": TOKEN})
-    yield eng
-    eng.dispose()
+    store_tokens(both_databases, {"ops": TOKEN})
+    return both_databases
 
 
 @pytest.fixture

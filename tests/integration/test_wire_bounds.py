@@ -12,7 +12,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from spark_governor.aggregators import db
 from spark_governor.aggregators.models import metadata
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.reports import make_report
@@ -21,13 +20,9 @@ from spark_governor.policies.wire import MAX_TASKS_PER_REPORT
 BIG64, BIG32 = 2**63, 2**31
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request, sqlite_url):
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("fresh_postgres_db")
-    db.upgrade(url)
-    eng = db.make_engine(url)
-    yield eng
-    eng.dispose()
+@pytest.fixture
+def engine(both_databases):
+    return both_databases
 
 
 @pytest.fixture
