@@ -164,6 +164,10 @@ def _merge_row(row: dict, moments: dict[str, Moments], names) -> dict:
 
 
 _NO_MOMENTS = Moments()
+#: (moment, its n, mean and M2 columns) of a runtime window
+_RUNTIME_MOMENT_COLUMNS = tuple((name, f"{name}_n", f"{name}_mean", f"{name}_m2") for name in RUNTIME_MOMENTS)
+#: the runtime sums that are task fields as they are (``records_in`` is input + shuffle-read records)
+_TASK_SUMS = tuple(name for name in RUNTIME_SUMS if name != "records_in")
 _WINDOW_KEY = ("runtime_vertex_id", "window_start_ms")
 #: how a stored runtime window absorbs the same window of a new report (aggregators.welford)
 _WINDOW_MERGE = tuple(
@@ -192,8 +196,9 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
             continue
         s["tasks"] += 1
         records_in = t.input_records + t.shuffle_read_records
-        for name in RUNTIME_SUMS:
-            s[name] += records_in if name == "records_in" else d[name]
+        s["records_in"] += records_in
+        for name in _TASK_SUMS:
+            s[name] += d[name]
         smp = samples[key]
         smp["service"].append(t.run_time_ms / 1000.0)
         if t.stage_submission_ms is not None:
@@ -212,14 +217,20 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
     rows_w = []
     for key in sorted(sums):  # in key order: concurrent reports lock shared windows in the same order
         s = sums[key]
-        moments = {name: Moments.of(vals) for name, vals in samples.get(key, {}).items()}
+        smp = samples.get(key, {})
         values = {"runtime_vertex_id": key[0], "template_id": rv_template[key[0]], "window_start_ms": key[1],
                   "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
         for name in RUNTIME_SUMS:
             values[name] = min(s[name], INT64_MAX)
-        for name in RUNTIME_MOMENTS:
-            m = moments.get(name, _NO_MOMENTS)
-            values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
+        for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
+            vals = smp.get(name)
+            if not vals:
+                values[n_col], values[mean_col], values[m2_col] = 0, 0.0, 0.0
+            elif len(vals) == 1:  # most windows of a report: one task (Moments.of's result, without the object)
+                values[n_col], values[mean_col], values[m2_col] = 1, float(vals[0]), 0.0
+            else:
+                m = Moments.of(vals)
+                values[n_col], values[mean_col], values[m2_col] = m.n, m.mean, m.m2
         rows_w.append(values)
     # one upsert: new windows inserted, stored ones merged in the database (Chan's merge, sums saturated)
     upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
@@ -302,10 +313,16 @@ def _store_batches(conn: Connection, job_id: int, report: Report, job_run_id: st
 
 
 def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WINDOW_MS,
-                  token: str | None = None) -> IngestResult:
+                  token: str | None = None, now_ms: int | None = None) -> IngestResult:
     """Store ``report`` using ``conn`` (the caller owns the transaction); ``token``: the name of the
-    caller's token (None: anonymous), to which the reporter is bound (``ReporterConflict``)."""
-    now = _now_ms()
+    caller's token (None: anonymous), to which the reporter is bound (``ReporterConflict``).
+
+    ``now_ms`` (ms since the epoch): the time the bookkeeping columns record — the job's creation and
+    last report, the reporter's first/last report, the templates' first/last seen, the run's first/last
+    report, partition and query-state arrival, directive acknowledgements; default the control plane's
+    wall clock. A replay passes the log's time (``api.replay``), so an imported run keeps the log's
+    clock throughout."""
+    now = _now_ms() if now_ms is None else int(now_ms)
     job_id = _ensure_job(conn, report, now)
     if not _register_reporter(conn, job_id, report, now, token):
         return IngestResult(job_id, duplicate=True)

@@ -21,21 +21,26 @@ One idea: turn a recorded run into the same statistics a live run produces, on t
   predictions, as a live passive run stores them. When the replay ends the policy is disabled for the
   job (its decisions stay), so a control plane's scheduler never evaluates the replayed job.
 
-Clocks: everything placed in time (task windows, batches, evaluation points, decisions' ``created_ms``)
-uses the log's milliseconds since the epoch; bookkeeping columns that ``ingest_report`` stamps with the
-control plane's clock (report arrival, template first/last seen, run first/last report) carry the
-import's wall-clock time.
+Clocks: everything uses the log's milliseconds since the epoch: what is placed in time (task windows,
+batches, evaluation points, decisions' ``created_ms``) and the bookkeeping columns that ``ingest_report``
+stamps for live reports with the control plane's clock (report arrival, reporter and run first/last
+report, template first/last seen): each report is ingested with ``now_ms`` = the latest event time read.
+
+Speed: events are read lean (``EventLogReader.events(lean=True)``: only the events used are parsed, without
+the parts the translation never reads) and the cyclic garbage collector runs less often while a replay
+runs (:func:`_fewer_collections`); see ``docs/benchmarks.md`` (replay of event logs).
 
 Units: executor-seconds are the ``executors`` knob's unit (executors, or task slots in local mode —
 ``policies.base.JobView.local_slots``) times seconds of log time.
 """
 from __future__ import annotations
 
+import gc
 import math
+import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable, Optional
 
 from sqlalchemy import insert, select, update
@@ -46,7 +51,8 @@ from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
 from spark_governor.aggregators.models import decisions, jobs, latency_constraints, policy_configs
 from spark_governor.api.governor import Governor
 from spark_governor.collectors.event_log import EventLogReader
-from spark_governor.collectors.events import BATCH_ID, QUERY_ID, EventTranslator, batch_record
+from spark_governor.collectors.events import (BATCH_ID, QUERY_ID, EventTranslator, batch_record, complete_progress,
+                                              parse_time_ms, report_body)
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.wire import SCHEMA_VERSION, Report, validate_job_name
 
@@ -58,6 +64,7 @@ APP_END = "SparkListenerApplicationEnd"
 ENV = "SparkListenerEnvironmentUpdate"
 TRANSLATED = ("SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted",
               "SparkListenerTaskEnd", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved")
+_TRANSLATED = frozenset(TRANSLATED)
 WANTED = frozenset((*TRANSLATED, PROGRESS, STARTED, TERMINATED, APP_START, APP_END, ENV))
 #: the pseudo streaming-query id under which a batch application's Spark jobs are imported
 BATCH_QUERY_ID = "batch-application"
@@ -95,54 +102,6 @@ class ReplayResult:
         return dict(self.__dict__)
 
 
-def _iso_ms(ts: Any) -> Optional[int]:
-    if not isinstance(ts, str) or not ts:
-        return None
-    try:
-        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
-
-
-def _spark_rate(x: Optional[float]) -> Optional[float]:
-    """A rate as ``StreamingQueryProgress.json`` writes it: rounded half-up to one decimal (Spark's
-    ``safeDoubleToJValue``); NaN and infinities are left out (None)."""
-    if x is None or x != x or x in (float("inf"), float("-inf")):
-        return None
-    return float(Decimal(repr(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
-
-
-def complete_progress(progress: dict) -> dict:
-    """A ``StreamingQueryProgress`` from the event log as the live listener sees it (``progress.json``).
-
-    The event log serializes the progress case class field by field (Jackson), the listener reads
-    ``StreamingQueryProgress.json``; they differ in three ways, undone here so that ``batch_record`` gives
-    the same record for a replayed and a live batch:
-
-    * the totals Spark derives from ``sources`` are absent from the log: ``numInputRows`` (rows),
-      ``inputRowsPerSecond`` and ``processedRowsPerSecond`` (rows per second), each the sum over sources;
-    * ``json`` rounds those rates half-up to one decimal;
-    * each state operator carries ``snapshotCustomMetricNames``, which ``json`` leaves out.
-    """
-    sources = [s for s in progress.get("sources") or [] if isinstance(s, dict)]
-    out = dict(progress)
-    if "numInputRows" not in out:
-        try:
-            out["numInputRows"] = sum(int(s.get("numInputRows") or 0) for s in sources)
-        except (TypeError, ValueError):
-            out["numInputRows"] = 0
-    for name in ("inputRowsPerSecond", "processedRowsPerSecond"):
-        if name not in out:
-            try:
-                out[name] = _spark_rate(sum(float(s.get(name)) for s in sources)) if sources else None
-            except (TypeError, ValueError):
-                out[name] = None
-    if isinstance(out.get("stateOperators"), list):
-        out["stateOperators"] = [{k: v for k, v in op.items() if k != "snapshotCustomMetricNames"}
-                                 if isinstance(op, dict) else op for op in out["stateOperators"]]
-    return out
-
-
 def event_time_ms(ev: dict) -> Optional[int]:
     """When ``ev`` happened, in ms since the epoch, from its own fields (None if it carries no time)."""
     kind = ev.get("Event")
@@ -155,10 +114,10 @@ def event_time_ms(ev: dict) -> Optional[int]:
         return ev.get("Submission Time")
     if kind == PROGRESS:
         p = ev.get("progress") or {}
-        start = _iso_ms(p.get("timestamp"))
+        start = parse_time_ms(p.get("timestamp"))
         return None if start is None else start + int(p.get("batchDuration") or 0)
     if kind in (STARTED, TERMINATED):
-        return _iso_ms(ev.get("timestamp"))
+        return parse_time_ms(ev.get("timestamp"))
     t = ev.get("Timestamp")
     return t if isinstance(t, int) else None
 
@@ -182,6 +141,37 @@ def scan(path: str) -> dict:
         if out["streaming"] and out["app_name"] is not None:
             break
     return out
+
+
+#: generation-0 threshold of the cyclic garbage collector while a replay runs (Python's default: 700)
+GC_GEN0_THRESHOLD = 100_000
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_saved: tuple = ()
+
+
+@contextmanager
+def _fewer_collections():
+    """Run the cyclic garbage collector less often while the block runs (generation 0 every
+    :data:`GC_GEN0_THRESHOLD` allocations instead of 700), then restore the thresholds.
+
+    A replay allocates a few dicts per event and frees them by reference counting (they form no
+    cycles), so the collector's frequent young-generation passes over them were about 18 % of the
+    import's time (``bench replay``, 50 MB log) and found nothing to collect. Collection still runs, so
+    memory stays bounded. Concurrent replays share the setting (counted; the last one restores it)."""
+    global _gc_users, _gc_saved
+    with _gc_lock:
+        if _gc_users == 0:
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(max(GC_GEN0_THRESHOLD, _gc_saved[0]), *_gc_saved[1:])
+        _gc_users += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_users -= 1
+            if _gc_users == 0:
+                gc.set_threshold(*_gc_saved)
 
 
 class _Timeline:
@@ -314,18 +304,7 @@ class Replay:
         if not self.pending:  # an empty report would create the job with nothing in it
             return
         items, self.pending = self.pending, []
-        body: dict[str, Any] = {"templates": [], "stages": [], "tasks": [], "batches": []}
-        plural = {"stage": "stages", "task": "tasks", "batch": "batches"}
-        keys = set()
-        for kind, rec in items:
-            body[plural[kind]].append(rec)
-            if "template_key" in rec:
-                keys.add(rec["template_key"])
-        for key in sorted(keys):
-            t = self.translator.known_templates.get(key)
-            if t is not None:
-                body["templates"].append({"key": t.key, "name": t.name, "ordinal": t.ordinal,
-                                          "operators": list(t.operators), "parents": list(t.parents)})
+        body = report_body(items, self.translator.known_templates)
         self.seq += 1
         slots = self._slots()
         report = {
@@ -340,7 +319,7 @@ class Replay:
         try:
             parsed = Report.model_validate(report)
             with self.engine.begin() as conn:
-                res = ingest_report(conn, parsed, self.window_ms)
+                res = ingest_report(conn, parsed, self.window_ms, now_ms=self._now or None)
         except Exception as exc:  # the report is not stored at all (one transaction); go on with the next
             self.result.reports_failed += 1
             self.result.records_lost += len(items)
@@ -367,7 +346,7 @@ class Replay:
             progress = complete_progress(ev.get("progress") or {})
             self.queries.setdefault(str(progress.get("id")), progress.get("name") or "")
             self.pending.append(("batch", batch_record(progress)))
-        elif kind in TRANSLATED:
+        elif kind in _TRANSLATED:
             if kind == "SparkListenerJobStart" and not self.result.streaming:
                 props = dict(ev.get("Properties") or {})
                 props.setdefault(QUERY_ID, BATCH_QUERY_ID)
@@ -389,13 +368,17 @@ class Replay:
         self.result.evaluations += 1
 
     def run(self) -> ReplayResult:
+        with _fewer_collections():
+            return self._run()
+
+    def _run(self) -> ReplayResult:
         governor = Governor(self.engine, self.evaluation_interval_s, self.window_ms) if self.policy_name else None
         interval_ms = int(self.evaluation_interval_s * 1000)
         next_eval: Optional[int] = None
         self._now = 0
         last_progress = 0
         installed = False
-        for ev in self.reader.events(wanted=WANTED):
+        for ev in self.reader.events(wanted=WANTED, lean=True):
             t = event_time_ms(ev)
             if isinstance(t, int) and t > 0:
                 if self.result.first_ms is None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
 from spark_governor.collectors.templates import StageTemplate, TemplateRegistry
@@ -32,9 +34,12 @@ class StageContext:
 
 
 def _int(x: Any) -> int:
+    """``x`` as a non-negative int (0 for anything that is not a number)."""
+    if type(x) is int:  # the common case, without the conversion
+        return x if x > 0 else 0
     try:
         return max(0, int(x))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
 
 
@@ -72,16 +77,8 @@ class EventTranslator:
 
     # -- dispatch --------------------------------------------------------------------------
     def handle(self, ev: dict) -> list[tuple[str, dict]]:
-        kind = ev.get("Event", "")
-        handler = {
-            "SparkListenerJobStart": self._job_start,
-            "SparkListenerStageSubmitted": self._stage_submitted,
-            "SparkListenerStageCompleted": self._stage_completed,
-            "SparkListenerTaskEnd": self._task_end,
-            "SparkListenerExecutorAdded": self._executor_added,
-            "SparkListenerExecutorRemoved": self._executor_removed,
-        }.get(kind)
-        return handler(ev) if handler else []
+        handler = _HANDLERS.get(ev.get("Event", ""))
+        return handler(self, ev) if handler else []
 
     def _remember(self, table: OrderedDict, key: int, value) -> None:
         table[key] = value
@@ -142,8 +139,13 @@ class EventTranslator:
             return []
         ti = ev.get("Task Info") or {}
         tm = ev.get("Task Metrics") or {}
-        acc = {a.get("Name"): a.get("Update") for a in ti.get("Accumulables", ())
-               if str(a.get("Name", "")).startswith("internal.metrics.")}
+        acc_records = acc_bytes = None  # the input metrics' accumulables (the last of each name)
+        for a in ti.get("Accumulables", ()):
+            name = a.get("Name")
+            if name == "internal.metrics.input.recordsRead":
+                acc_records = a.get("Update")
+            elif name == "internal.metrics.input.bytesRead":
+                acc_bytes = a.get("Update")
         inp = tm.get("Input Metrics") or {}
         out = tm.get("Output Metrics") or {}
         sr = tm.get("Shuffle Read Metrics") or {}
@@ -172,8 +174,8 @@ class EventTranslator:
             "deserialize_ms": _int(tm.get("Executor Deserialize Time")),
             "result_serialize_ms": _int(tm.get("Result Serialization Time")),
             # event logs written with accumulators may carry input counts only there
-            "input_records": max(_int(inp.get("Records Read")), _int(acc.get("internal.metrics.input.recordsRead"))),
-            "input_bytes": max(_int(inp.get("Bytes Read")), _int(acc.get("internal.metrics.input.bytesRead"))),
+            "input_records": max(_int(inp.get("Records Read")), _int(acc_records)),
+            "input_bytes": max(_int(inp.get("Bytes Read")), _int(acc_bytes)),
             "output_records": _int(out.get("Records Written")),
             "output_bytes": _int(out.get("Bytes Written")),
             "shuffle_read_records": _int(sr.get("Total Records Read")),
@@ -197,14 +199,31 @@ class EventTranslator:
         return []
 
 
-def batch_record(progress: dict) -> dict:
-    """Wire record of one ``StreamingQueryProgress`` (its ``json`` parsed into a dict)."""
-    from datetime import datetime
+#: the events the translator reads, by name
+_HANDLERS = {
+    "SparkListenerJobStart": EventTranslator._job_start,
+    "SparkListenerStageSubmitted": EventTranslator._stage_submitted,
+    "SparkListenerStageCompleted": EventTranslator._stage_completed,
+    "SparkListenerTaskEnd": EventTranslator._task_end,
+    "SparkListenerExecutorAdded": EventTranslator._executor_added,
+    "SparkListenerExecutorRemoved": EventTranslator._executor_removed,
+}
 
-    ts = progress.get("timestamp")
-    trigger_ms = 0
-    if ts:
-        trigger_ms = int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+
+def parse_time_ms(ts: Any) -> Optional[int]:
+    """Epoch ms of Spark's ISO timestamps (``2026-11-25T06:26:24.000Z``); None when absent or bad."""
+    if not ts or not isinstance(ts, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def batch_record(progress: dict) -> dict:
+    """Wire record of one ``StreamingQueryProgress`` (its ``json`` parsed into a dict; from an event
+    log, through :func:`complete_progress` first)."""
+    trigger_ms = parse_time_ms(progress.get("timestamp")) or 0
     observed = {}
     for name, row in (progress.get("observedMetrics") or {}).items():
         observed[str(name)] = row if isinstance(row, dict) else str(row)
@@ -234,6 +253,45 @@ def batch_record(progress: dict) -> dict:
     }
 
 
+def _spark_rate(x: Optional[float]) -> Optional[float]:
+    """A rate as ``StreamingQueryProgress.json`` writes it: rounded half-up to one decimal (Spark's
+    ``safeDoubleToJValue``); NaN and infinities are left out (None)."""
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return None
+    return float(Decimal(repr(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def complete_progress(progress: dict) -> dict:
+    """A ``StreamingQueryProgress`` from the event log as the live listener sees it (``progress.json``).
+
+    The event log serializes the progress case class field by field (Jackson), the listener reads
+    ``StreamingQueryProgress.json``; they differ in three ways, undone here so that ``batch_record`` gives
+    the same record for a replayed and a live batch:
+
+    * the totals Spark derives from ``sources`` are absent from the log: ``numInputRows`` (rows),
+      ``inputRowsPerSecond`` and ``processedRowsPerSecond`` (rows per second), each the sum over sources;
+    * ``json`` rounds those rates half-up to one decimal;
+    * each state operator carries ``snapshotCustomMetricNames``, which ``json`` leaves out.
+    """
+    sources = [s for s in progress.get("sources") or [] if isinstance(s, dict)]
+    out = dict(progress)
+    if "numInputRows" not in out:
+        try:
+            out["numInputRows"] = sum(int(s.get("numInputRows") or 0) for s in sources)
+        except (TypeError, ValueError):
+            out["numInputRows"] = 0
+    for name in ("inputRowsPerSecond", "processedRowsPerSecond"):
+        if name not in out:
+            try:
+                out[name] = _spark_rate(sum(float(s.get(name)) for s in sources)) if sources else None
+            except (TypeError, ValueError):
+                out[name] = None
+    if isinstance(out.get("stateOperators"), list):
+        out["stateOperators"] = [{k: v for k, v in op.items() if k != "snapshotCustomMetricNames"}
+                                 if isinstance(op, dict) else op for op in out["stateOperators"]]
+    return out
+
+
 def paced_durations(progress: dict) -> dict:
     """``batchInterval`` / ``batchQueueing`` (ms) of a batch cut by a paced source
     (``collectors.sources.paced``), read from the ``interval_ms`` / ``queueing_ms`` fields of its
@@ -251,6 +309,30 @@ def paced_durations(progress: dict) -> dict:
                 out["batchQueueing"] = _int(end.get("queueing_ms"))
             return out
     return {}
+
+
+#: wire report field of each record kind (``policies.wire.Report``)
+_PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions"}
+
+
+def report_body(items: list, templates: dict[str, StageTemplate]) -> dict[str, list]:
+    """The record lists of one wire report (``policies.wire.Report``), as the reporter and a replay
+    send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch`` or ``partition``,
+    records as :class:`EventTranslator` and :func:`batch_record` make them), grouped by kind in their
+    order, and a description of every template a record refers to (``templates``: key → template,
+    :attr:`EventTranslator.known_templates`), in key order."""
+    body: dict[str, list] = {"templates": [], "stages": [], "tasks": [], "batches": []}
+    keys = set()
+    for kind, rec in items:
+        body.setdefault(_PLURAL[kind], []).append(rec)
+        if "template_key" in rec:
+            keys.add(rec["template_key"])
+    for key in sorted(keys):
+        t = templates.get(key)
+        if t is not None:
+            body["templates"].append({"key": t.key, "name": t.name, "ordinal": t.ordinal,
+                                      "operators": list(t.operators), "parents": list(t.parents)})
+    return body
 
 
 _DECODER = json.JSONDecoder()

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
+from spark_governor.collectors.events import parse_time_ms  # noqa: F401 (also this module's API)
 from spark_governor.policies.wire import MAX_OFFSET_CHARS, MAX_QUERIES_PER_REPORT, MAX_SOURCES_PER_QUERY
 
 QUERY_ID = "sql.streaming.queryId"
@@ -44,16 +45,6 @@ RATE_POINTS = 8
 #: a terminated query is reported this many times more, then forgotten
 TERMINATED_REPORTS = 3
 _TRIGGER = re.compile(r"ProcessingTimeTrigger\((\d+)\)")
-
-
-def parse_time_ms(ts: Any) -> Optional[int]:
-    """Epoch ms of Spark's ISO timestamps (``2026-11-25T06:26:24.000Z``); None when absent or bad."""
-    if not ts or not isinstance(ts, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 def trigger_interval_ms(trigger: Optional[str]) -> Optional[int]:

@@ -44,7 +44,7 @@ import uuid
 from collections import Counter, deque
 from typing import Any, Callable, Optional
 
-from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events
+from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events, report_body
 from spark_governor.collectors.http_post import DeadlinePoster, PostError
 from spark_governor.collectors.query_state import QueryTracker
 from spark_governor.policies.wire import (MAX_ITEMS_PER_REPORT, MAX_PARTITION_RECORDS, MAX_TASKS_PER_REPORT,
@@ -399,18 +399,7 @@ class Reporter:
 
     def _build_pending(self) -> None:
         items = self._take()
-        body: dict[str, Any] = {"templates": [], "stages": [], "tasks": [], "batches": []}
-        plural = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions"}
-        keys = set()
-        for kind, rec in items:
-            body.setdefault(plural[kind], []).append(rec)
-            if "template_key" in rec:
-                keys.add(rec["template_key"])
-        for key in sorted(keys):
-            t = self.translator.known_templates.get(key)
-            if t is not None:
-                body["templates"].append({"key": t.key, "name": t.name, "ordinal": t.ordinal,
-                                          "operators": list(t.operators), "parents": list(t.parents)})
+        body = report_body(items, self.translator.known_templates)
         self._seq += 1
         live = {}
         if self.live_state is not None:

@@ -84,3 +84,37 @@ def test_upload_with_policy_what_if(plane):
     assert w["constraint"]["bound_ms"] == 100 and w["actual_executor_seconds"] > 0
     decisions = requests.get(f"{plane.url}/api/v1/jobs/team-what-if/decisions?limit=1000", timeout=10).json()
     assert len(decisions["decisions"]) == w["actions"]
+
+
+def test_import_keeps_the_logs_clock_in_bookkeeping(sqlite_url, tmp_path):
+    """Report arrival, the reporter's, the run's and the templates' first/last times carry the log's time
+    (``ingest_report(now_ms=...)``), not the import's wall clock (the log is from 2026-11-25, a replay of
+    it runs later; a wall-clock stamp would fall after the log's last event)."""
+    from sqlalchemy import select
+
+    from spark_governor.aggregators.db import make_engine, upgrade
+    from spark_governor.aggregators.models import job_runs, jobs, reporters, template_vertices
+    from spark_governor.api.replay import replay
+
+    path = tmp_path / "local-1795598588754"
+    path.write_bytes(LOG)
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    try:
+        r = replay(engine, str(path), job="clocked", max_records=10)  # several reports
+        assert r.reports > 1 and r.first_ms < r.last_ms
+        with engine.connect() as conn:
+            job = conn.execute(select(jobs).where(jobs.c.name == "clocked")).one()
+            times = {"job created": job.created_ms, "last report": job.last_report_ms}
+            for row in conn.execute(select(reporters).where(reporters.c.job_id == job.id)):
+                times.update({"reporter first": row.first_ms, "reporter last": row.last_ms})
+            for row in conn.execute(select(job_runs).where(job_runs.c.job_id == job.id)):
+                times.update({"run first": row.first_ms, "run last": row.last_ms})
+            tv = conn.execute(select(template_vertices).where(template_vertices.c.job_id == job.id)).all()
+            assert tv
+            times.update({f"template {t.key} {k}": getattr(t, k) for t in tv for k in ("first_ms", "last_ms")})
+    finally:
+        engine.dispose()
+    outside = {k: v for k, v in times.items() if not r.first_ms <= v <= r.last_ms}
+    assert not outside, (r.first_ms, r.last_ms, outside)
+    assert times["last report"] == r.last_ms and times["job created"] < times["last report"]

@@ -50,7 +50,8 @@ def engine(tmp_path):
 
 
 def stored(engine, job: str) -> dict:
-    """Everything the statistics API shows of ``job``, without ids and the import's wall-clock stamps."""
+    """Everything the statistics API shows of ``job``, without ids and the bookkeeping stamps (a live run's
+    are its reports' arrival times, a replay's the log's event times)."""
     from spark_governor.aggregators import queries
     from spark_governor.aggregators.models import batches, jobs, tasks
 
@@ -100,6 +101,25 @@ def test_import_counts_equal_sparks_progress(event_logs, engine, variant):
     assert r.read["skipped"] == {} and r.reports_failed == 0
     assert r.first_ms < r.last_ms  # the log's own clock
     assert min(b["trigger_ms"] for b in got["batches"]) >= r.first_ms
+
+
+def test_lean_reading_translates_as_whole_reading(event_logs):
+    """Every Spark-written variant: the events read lean (what the translation never reads cut from the
+    lines before parsing, ``collectors.event_log.slim``) translate into exactly the records of the whole
+    events, and the cut does happen."""
+    from spark_governor.api.replay import TRANSLATED
+    from spark_governor.collectors.event_log import EventLogReader
+    from spark_governor.collectors.events import EventTranslator
+
+    for variant in STREAMING:
+        records, sizes = [], []
+        for lean in (False, True):
+            tr, reader = EventTranslator(), EventLogReader(event_logs[variant])
+            events = list(reader.events(TRANSLATED, lean=lean))
+            records.append([rec for ev in events for rec in tr.handle(ev)])
+            sizes.append(sum(len(json.dumps(ev)) for ev in events))
+        assert records[0] == records[1] and any(kind == "task" for kind, _ in records[0]), variant
+        assert sizes[1] < sizes[0] / 2, (variant, sizes)
 
 
 def test_plain_log_task_count_and_batch_application(event_logs, engine):
