@@ -1,6 +1,6 @@
 """Health verdict of a job: one word a person can act on, with the numbers behind it.
 
-Computed every evaluation (and on request) from the same :class:`~spark_governor.policies.base.JobView`
+Computed on request and for ``/metrics`` (``api.health_metrics``) from the same :class:`~spark_governor.policies.base.JobView`
 the policies see, plus the failed tasks of the window. The states, checked in this order:
 
 ``unknown``
@@ -47,16 +47,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators import queries
+from spark_governor.aggregators import liveness, queries
 from spark_governor.aggregators.models import tasks
 from spark_governor.aggregators.view import build_view
-from spark_governor.policies.base import JobView
+from spark_governor.policies.base import JobView, LiveStats
 
 #: every state, in the order the rules are checked (``unknown`` first)
 STATES = ("unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal")
@@ -86,6 +86,7 @@ class Verdict:
     recommended_executors: Optional[int] = None
     recommendation: Optional[str] = None
     evaluated_ms: int = 0
+    queries: tuple = ()  # per streaming query: {"query_id", "name", "state", "reason", "numbers"}
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -207,17 +208,39 @@ def verdict(view: JobView, failed_tasks: int = 0, config: HealthConfig = HealthC
     return out("optimal", detail + (f", {util:.0%} of the task slots busy" if util is not None else ""))
 
 
-def failed_tasks(conn: Connection, job_id: int, since_ms: int) -> int:
-    """Tasks of the job that finished unsuccessfully since ``since_ms`` (epoch ms)."""
-    return conn.execute(select(func.count()).select_from(tasks).where(
-        tasks.c.job_id == job_id, tasks.c.finish_ms >= since_ms, tasks.c.successful.is_(False))).scalar_one()
+def failed_tasks(conn: Connection, job_id: int, since_ms: int) -> dict[Optional[str], int]:
+    """Tasks of the job that finished unsuccessfully since ``since_ms`` (epoch ms), by query id."""
+    return dict(conn.execute(select(tasks.c.query_id, func.count()).where(
+        tasks.c.job_id == job_id, tasks.c.finish_ms >= since_ms, tasks.c.successful.is_(False))
+        .group_by(tasks.c.query_id)).all())
+
+
+_LIVE = ("status", "observed_ms", "running_batch_id", "running_batch_age_s", "oldest_record_age_s",
+         "oldest_record_source", "backlog_rows", "backlog_s", "processing_rows_per_second",
+         "arrival_rows_per_second", "backlog_growth_rows_per_second", "trigger_interval_s")
+
+
+def query_view(view: JobView, q: dict) -> JobView:
+    """The job's view narrowed to one query (a ``liveness.live`` query entry): its batches and its live
+    state. Stages are the job's, not the query's, so they are left out (no critical time, no utilization)."""
+    mine = tuple(b for b in view.batches if b.query_id == q["query_id"])
+    since = view.now_ms - int(view.window_s * 1000)
+    live = LiveStats(queries=1, completed_batches=sum(1 for b in mine if b.trigger_ms >= since),
+                     **{k: q.get(k) for k in _LIVE})
+    return replace(view, stages=(), batches=mine, live=live, partition_stats=())
 
 
 def job_health(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
                config: HealthConfig = HealthConfig()) -> Verdict:
-    """The job's verdict now, over the last ``window_s`` seconds (raises ``LookupError`` for an unknown job,
-    as ``aggregators.queries.job_row`` does)."""
+    """The job's verdict now, over the last ``window_s`` seconds, with one verdict per streaming query that
+    has a current state (raises ``queries.NotFound`` for an unknown job)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     view = build_view(conn, job, window_s, window_ms, now_ms=now_ms)
     j = queries.job_row(conn, job)
-    return verdict(view, failed_tasks(conn, j.id, now_ms - int(window_s * 1000)), config)
+    failed = failed_tasks(conn, j.id, now_ms - int(window_s * 1000))
+    per_query = []
+    for q in (liveness.live(conn, j.id, now_ms, window_s) or {}).get("queries", []):
+        v = verdict(query_view(view, q), failed.get(q["query_id"], 0), config)
+        per_query.append({"query_id": q["query_id"], "name": q["name"], "state": v.state, "reason": v.reason,
+                          "numbers": v.numbers})
+    return replace(verdict(view, sum(failed.values()), config), queries=tuple(per_query))

@@ -187,8 +187,10 @@ def live(conn: Connection, job_id: int, now_ms: Optional[int] = None, window_s: 
     by_query: dict[str, list] = defaultdict(list)
     for r in _states(conn, job_id, now_ms - int(trend_s * 1000)):
         by_query[r["query_id"]].append(r)
-    growth = [g for g in (slope(troughs(by_query.get(q["query_id"], []))) for q in queries
-                          if q["status"] not in ("idle", "terminated")) if g is not None]
+    for q in queries:  # each query's backlog trend (None when idle, terminated or too few batches)
+        q["backlog_growth_rows_per_second"] = (None if q["status"] in ("idle", "terminated")
+                                               else slope(troughs(by_query.get(q["query_id"], []))))
+    growth = [q["backlog_growth_rows_per_second"] for q in queries if q["backlog_growth_rows_per_second"] is not None]
     running = [q for q in queries if q["running_batch_age_s"] is not None]
     oldest = max((q for q in queries if q["oldest_record_age_s"] is not None),
                  key=lambda q: q["oldest_record_age_s"], default=None)

@@ -55,7 +55,7 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
         num_input_rows=r["num_input_rows"], input_rows_per_second=r["input_rows_per_second"],
         processed_rows_per_second=r["processed_rows_per_second"],
         interval_s=_ms_to_s((r["durations_ms"] or {}).get("batchInterval")),
-        queueing_s=_ms_to_s((r["durations_ms"] or {}).get("batchQueueing"))) for r in rows)
+        queueing_s=_ms_to_s((r["durations_ms"] or {}).get("batchQueueing")), query_id=r["query_id"]) for r in rows)
     dirs = {d["knob"]: DirectiveState(d["knob"], d["version"], d["value"], d["applied_version"], d["status"],
                                       d["message"]) for d in current_directives(conn, j.id)}
     last = {r.knob: r.last_ms for r in conn.execute(select(decisions.c.knob, func.max(decisions.c.created_ms).label("last_ms"))

@@ -427,6 +427,7 @@ class LiveQuery(LiveFigures):
     last_batch_id: Optional[int]  # the latest completed micro-batch
     last_batch_end_ms: Optional[int]
     last_idle_ms: Optional[int]  # the latest onQueryIdle (a trigger found no new data)
+    backlog_growth_rows_per_second: Optional[float]  # the query's backlog trend
     sources: list[LiveSource]
 
 
@@ -445,6 +446,17 @@ class JobLive(_Body):
     live: Optional[LiveState]  # null: no reporter sent a query state in the last 30 s
 
 
+class QueryHealth(_Body):
+    """One streaming query's verdict: the same rules on the query's batches and live state (its stages
+    are not told apart from the other queries', so no critical time)."""
+
+    query_id: str
+    name: Optional[str]
+    state: Literal["unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal"]
+    reason: str
+    numbers: dict[str, Union[float, int, str, None]]
+
+
 class JobHealth(_Body):
     """The job's health verdict (``aggregators.health``): numbers in seconds, fractions and rows."""
 
@@ -456,6 +468,7 @@ class JobHealth(_Body):
     recommended_executors: Optional[int]
     recommendation: Optional[str]
     evaluated_ms: int
+    queries: list[QueryHealth]  # one verdict per streaming query with a current state
 
 
 # -- partitioning (Prompt) ---------------------------------------------------------------------

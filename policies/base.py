@@ -56,6 +56,7 @@ class BatchStats:
     processed_rows_per_second: Optional[float]
     interval_s: Optional[float] = None  # arrival-time span of the batch, as its paced source reports it
     queueing_s: Optional[float] = None  # batch start − its boundary (paced source), i.e. waiting in the source
+    query_id: Optional[str] = None  # the streaming query (StreamingQuery.id)
 
 
 @dataclass(frozen=True)

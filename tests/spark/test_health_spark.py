@@ -85,6 +85,7 @@ def test_idle_source(spark, plane, tmp_path):
     v = run(spark, plane, tmp_path, "health-idle", foreach_batch, "1 second", "idle",
             conf={"spark.sql.streaming.noDataProgressEventInterval": "1000"}, after_start=go_quiet)
     assert v["recommended_executors"] is None and v["numbers"]["failed_tasks"] == 0
+    assert [q["state"] for q in v["queries"]] == ["idle"]  # the one query's own verdict
 
 
 def test_overloaded_source_is_underprovisioned(spark, plane, tmp_path):
@@ -98,6 +99,8 @@ def test_overloaded_source_is_underprovisioned(spark, plane, tmp_path):
     assert "trigger interval" in v["reason"]
     assert v["recommended_executors"] > n["executors"] == 2  # local[2]: two task slots
     assert "task slots" in v["recommendation"]
+    (q,) = v["queries"]
+    assert q["state"] == "underprovisioned" and q["numbers"]["batch_time_s"] > 1.0
 
 
 def test_failing_batch_is_unhealthy(spark, plane, tmp_path):

@@ -5,7 +5,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from spark_governor.aggregators.health import STATES, critical_time_s, recommend, verdict
+from spark_governor.aggregators.health import STATES, critical_time_s, query_view, recommend, verdict
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, StageStats
 
 NOW = 1_000_000_000
@@ -125,3 +125,15 @@ def test_recommendation_is_the_least_executors_that_fit(e, p, c, b):
         return c + parallel * e / k <= 0.8 * b * (1 + slack)
     assert fits(n, 1e-9)  # N is enough ...
     assert n == 1 or not fits(n - 1, -1e-9)  # ... and one fewer is not (up to rounding)
+
+
+def test_a_query_is_judged_on_its_own_batches_and_state():
+    import dataclasses
+    fast = batches(processing=0.5)
+    slow = tuple(dataclasses.replace(b, batch_id=b.batch_id + 100, processing_s=3.0, query_id="q2") for b in fast)
+    v = view(batches=tuple(dataclasses.replace(b, query_id="q1") for b in fast) + slow, live=live())
+    q2 = query_view(v, {"query_id": "q2", "status": "waiting", "observed_ms": NOW, "trigger_interval_s": 2.0})
+    assert [b.query_id for b in q2.batches] == ["q2"] * 5 and q2.stages == () and q2.live.completed_batches == 5
+    assert verdict(q2).state == "underprovisioned"
+    q1 = query_view(v, {"query_id": "q1", "status": "idle", "observed_ms": NOW, "trigger_interval_s": 2.0})
+    assert verdict(q1).state == "idle"
