@@ -35,6 +35,7 @@ from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TE
                                 template_windows)
 from spark_governor.aggregators.bulk import insert_new_rows, insert_rows, update_rows, upsert_rows
 from spark_governor.aggregators.directives import apply_acks
+from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.liveness import store_query_states
 from spark_governor.aggregators.partitions import store_partition_stats
 from spark_governor.aggregators.runs import touch_run
@@ -334,6 +335,8 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     result.batches = _store_batches(conn, job_id, report, job_run_id)
     store_partition_stats(conn, job_id, report, now)
     store_query_states(conn, job_id, report, now)
+    if report.executors:  # registration times for the provisioning delay (aggregators.cluster_profile)
+        record_executor_events(conn, job_id, job_run_id, [e.model_dump() for e in report.executors])
     r = report.reporter
     values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
     if r.slots is not None:

@@ -190,13 +190,21 @@ class EventTranslator:
         })]
 
     def _executor_added(self, ev: dict) -> list:
+        """The executor's cores, and its registration time for the provisioning delay (not the driver's)."""
         info = ev.get("Executor Info") or {}
-        self._executor_cores[str(ev.get("Executor ID"))] = _int(info.get("Total Cores"))
-        return []
+        executor_id = str(ev.get("Executor ID"))
+        self._executor_cores[executor_id] = _int(info.get("Total Cores"))
+        if executor_id == "driver" or not isinstance(ev.get("Timestamp"), int):
+            return []
+        return [("executor", {"executor_id": executor_id, "added_ms": ev["Timestamp"],
+                              "cores": self._executor_cores[executor_id] or None})]
 
     def _executor_removed(self, ev: dict) -> list:
-        self._executor_cores.pop(str(ev.get("Executor ID")), None)
-        return []
+        executor_id = str(ev.get("Executor ID"))
+        self._executor_cores.pop(executor_id, None)
+        if executor_id == "driver" or not isinstance(ev.get("Timestamp"), int):
+            return []
+        return [("executor", {"executor_id": executor_id, "removed_ms": ev["Timestamp"]})]
 
 
 #: the events the translator reads, by name
@@ -312,12 +320,12 @@ def paced_durations(progress: dict) -> dict:
 
 
 #: wire report field of each record kind (``policies.wire.Report``)
-_PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions"}
+_PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions", "executor": "executors"}
 
 
 def report_body(items: list, templates: dict[str, StageTemplate]) -> dict[str, list]:
     """The record lists of one wire report (``policies.wire.Report``), as the reporter and a replay
-    send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch`` or ``partition``,
+    send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch``, ``partition`` or ``executor``,
     records as :class:`EventTranslator` and :func:`batch_record` make them), grouped by kind in their
     order, and a description of every template a record refers to (``templates``: key → template,
     :attr:`EventTranslator.known_templates`), in key order."""

@@ -157,7 +157,7 @@ class Reporter:
         # per-report maxima of the wire (the server rejects larger reports with 400)
         self._limits = {"task": max(1, min(max_tasks_per_report, MAX_TASKS_PER_REPORT)),
                         "stage": MAX_ITEMS_PER_REPORT, "batch": MAX_ITEMS_PER_REPORT,
-                        "partition": MAX_PARTITION_RECORDS}
+                        "partition": MAX_PARTITION_RECORDS, "executor": MAX_ITEMS_PER_REPORT}
         self._more = False  # the last report was cut at a per-report maximum: send the next one at once
         self.decode_events = decode_events or decode_json_events
         self.decode_progress = decode_progress or decode_json_events

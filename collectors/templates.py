@@ -24,6 +24,8 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional
 
 _CODEGEN = re.compile(r"^WholeStageCodegen \(\d+\)$")
 
@@ -39,17 +41,24 @@ class StageTemplate:
     parents: tuple[str, ...] = field(default_factory=tuple)
 
 
+@lru_cache(maxsize=4096)
+def _scope_name(scope: str) -> Optional[str]:
+    """The operator name of an RDD's ``Scope`` JSON (the same strings repeat every micro-batch)."""
+    try:
+        name = json.loads(scope).get("name")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
 def stage_operators(stage_info: dict) -> tuple[str, ...]:
     """Operator (scope) names of a stage in pipeline order (by RDD id), de-duplicated."""
     ops: list[str] = []
     for rdd in sorted(stage_info.get("RDD Info", []), key=lambda r: r.get("RDD ID", 0)):
         scope = rdd.get("Scope")
-        if not scope:
+        if not scope or not isinstance(scope, str):
             continue
-        try:
-            name = json.loads(scope).get("name")
-        except (TypeError, ValueError):
-            continue
+        name = _scope_name(scope)
         if name and name not in ops:
             ops.append(name)
     return tuple(ops)

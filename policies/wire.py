@@ -359,6 +359,16 @@ class QueryStateRecord(_Strict):
         return self
 
 
+class ExecutorEventRecord(_Strict):
+    """An executor registered (``SparkListenerExecutorAdded``) or removed, at ``added_ms`` /
+    ``removed_ms`` (the event's time, driver clock, epoch ms); ``cores``: its task cores."""
+
+    executor_id: Name
+    added_ms: Optional[NonNeg] = None
+    removed_ms: Optional[NonNeg] = None
+    cores: Optional[NonNeg32] = None
+
+
 class Report(_Strict):
     """A batch of records from one reporter: the body of ``POST /api/v1/reports``."""
 
@@ -373,6 +383,8 @@ class Report(_Strict):
     partitions: list[PartitionStatsRecord] = Field(default_factory=list, max_length=MAX_PARTITION_RECORDS)
     #: the state of each streaming query of the job (schema v2); v1 reports omit it
     queries: list[QueryStateRecord] = Field(default_factory=list, max_length=MAX_QUERIES_PER_REPORT)
+    #: executors added and removed (the provisioning delay, ``aggregators.cluster_profile``); optional
+    executors: list[ExecutorEventRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
 
 
 class ReportError(ValueError):

@@ -250,3 +250,19 @@ def test_scheduler_runs_retention(engine):
     finally:
         scheduler.shutdown(wait=True)
     assert row_counts(engine)["jobs"] == 1
+
+
+def test_executor_registration_times_are_kept(client, engine):
+    """A report's executor events land in ``executor_events`` for its run; a later removal fills in."""
+    from spark_governor.aggregators.models import executor_events
+
+    report = make_report(n_tasks=2)
+    report["executors"] = [{"executor_id": "1", "added_ms": 1_700_000_000_500, "cores": 2}]
+    assert post(client, json.dumps(report).encode()).status_code == 200
+    later = make_report(n_tasks=2, seq=2)
+    later["executors"] = [{"executor_id": "1", "removed_ms": 1_700_000_090_000}]
+    assert post(client, json.dumps(later).encode()).status_code == 200
+    with engine.connect() as conn:
+        rows = conn.execute(select(executor_events)).mappings().all()
+    assert [(r["executor_id"], r["added_ms"], r["removed_ms"], r["cores"]) for r in rows] == \
+        [("1", 1_700_000_000_500, 1_700_000_090_000, 2)]

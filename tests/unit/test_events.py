@@ -92,3 +92,21 @@ def test_parse_concatenated_values_and_truncated_tail():
     assert parse_concatenated('{"a": 1} {"b": [2, 3]}\n {"c": "x y"}') == [{"a": 1}, {"b": [2, 3]}, {"c": "x y"}]
     assert parse_concatenated('{"a": 1} {"b": ') == [{"a": 1}]
     assert parse_concatenated("   ") == []
+
+
+def test_executor_registration_and_removal_times_are_records():
+    """ExecutorAdded/Removed become ``executor`` records with the event's time (the provisioning delay's
+    registration, aggregators.cluster_profile); the driver is not an executor."""
+    from spark_governor.collectors.events import EventTranslator, report_body
+
+    t = EventTranslator()
+    added = t.handle({"Event": "SparkListenerExecutorAdded", "Timestamp": 1_700_000_000_123, "Executor ID": "3",
+                      "Executor Info": {"Host": "h", "Total Cores": 2}})
+    removed = t.handle({"Event": "SparkListenerExecutorRemoved", "Timestamp": 1_700_000_060_000, "Executor ID": "3",
+                        "Removed Reason": "idle"})
+    driver = t.handle({"Event": "SparkListenerExecutorAdded", "Timestamp": 1, "Executor ID": "driver",
+                       "Executor Info": {"Total Cores": 4}})
+    assert added == [("executor", {"executor_id": "3", "added_ms": 1_700_000_000_123, "cores": 2})]
+    assert removed == [("executor", {"executor_id": "3", "removed_ms": 1_700_000_060_000})]
+    assert driver == []
+    assert report_body(added + removed, {})["executors"] == [added[0][1], removed[0][1]]
