@@ -46,12 +46,22 @@ def _silent_s(last_report_ms: Optional[int], now_ms: int) -> Optional[float]:
     return None if last_report_ms is None else max(0.0, (now_ms - last_report_ms) / 1000.0)
 
 
+def fresh_ms(last_report_ms: Optional[int], attachment: Optional[dict]) -> Optional[int]:
+    """When the control plane last received the job's data: its latest report, or for a job imported from
+    an event log (``spark-governor replay``; its reports carry the log's clock) the import's time."""
+    imported = (attachment or {}).get("imported_ms") if isinstance(attachment, dict) else None
+    if isinstance(imported, int) and (last_report_ms is None or imported > last_report_ms):
+        return imported
+    return last_report_ms
+
+
 def exported_jobs(conn: Connection, now_ms: int, expiry_s: float = DEFAULT_EXPIRY_S) -> dict[int, str]:
     """``{job id: name}`` of the jobs whose series ``/metrics`` exports at ``now_ms``: every job except
-    those silent for more than ``expiry_s`` seconds (``expiry_s <= 0``: every job)."""
+    those silent for more than ``expiry_s`` seconds (``expiry_s <= 0``: every job); a replayed job counts
+    from its import (:func:`fresh_ms`), so its what-if decisions show on the dashboards."""
     out = {}
-    for r in conn.execute(select(jobs.c.id, jobs.c.name, jobs.c.last_report_ms)):
-        silent = _silent_s(r.last_report_ms, now_ms)
+    for r in conn.execute(select(jobs.c.id, jobs.c.name, jobs.c.last_report_ms, jobs.c.attachment)):
+        silent = _silent_s(fresh_ms(r.last_report_ms, r.attachment), now_ms)
         if expiry_s <= 0 or silent is None or silent <= expiry_s:
             out[r.id] = r.name
     return out

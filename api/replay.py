@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -414,6 +416,10 @@ class Replay:
             with self.engine.begin() as conn:  # done: a control plane's scheduler must not evaluate it on
                 conn.execute(update(policy_configs).where(policy_configs.c.job_id == self.job_id)
                              .values(enabled=False, updated_ms=self._now))
+        if self.job_id is not None:  # a replayed job: /metrics exports it from the import on (api.job_metrics)
+            with self.engine.begin() as conn:
+                conn.execute(update(jobs).where(jobs.c.id == self.job_id).values(attachment={
+                    "kind": "replay", "imported_ms": int(time.time() * 1000), "log": os.path.basename(self.path)}))
         self.result.orphaned_tasks = self.translator.orphaned
         self.result.queries = [{"id": q, "name": n} for q, n in sorted(self.queries.items())]
         self.result.read = self.reader.stats.to_json()

@@ -84,6 +84,11 @@ def test_upload_with_policy_what_if(plane):
     assert w["constraint"]["bound_ms"] == 100 and w["actual_executor_seconds"] > 0
     decisions = requests.get(f"{plane.url}/api/v1/jobs/team-what-if/decisions?limit=1000", timeout=10).json()
     assert len(decisions["decisions"]) == w["actions"]
+    # the what-if decisions are on /metrics (so on the decisions dashboard), although the log's clock is old
+    metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
+    made = [line for line in metrics.splitlines() if line.startswith("spark_governor_decisions_made_total{")
+            and 'spark_job="team-what-if"' in line and 'policy="kingman"' in line]
+    assert made and sum(float(line.split()[-1]) for line in made) == w["actions"]
 
 
 def test_import_keeps_the_logs_clock_in_bookkeeping(sqlite_url, tmp_path):
