@@ -18,7 +18,8 @@ the change on) is compared with its health when the decision was taken (``inputs
 change that made the job measurably worse is rolled back to the previous value by a new decision and
 directive (``inputs.rollback_of``), marked ``rolled-back`` with the evidence in its outcome, and the
 same change is refused for the policy's ``rollback_cooloff_s``. A decision is verified once the
-quantities measured before are measured again (at most ``VERIFY_WAIT_INTERVALS`` intervals late).
+quantities measured before are measured again (at most ``VERIFY_WAIT_INTERVALS`` intervals late). Only the knob's latest change is rolled back: once a newer
+decision moved the knob again, harm is reported (``harmful``), not undone.
 
 Before the policies run, the job's cluster profile (``aggregators.cluster_profile``: provisioning
 delay, executor warm-up, driver overhead) is measured and stored; the views carry it.
@@ -32,13 +33,13 @@ import logging
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import cluster_profile
 from spark_governor.aggregators import directives as repo
 from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
-from spark_governor.aggregators.models import decisions, jobs, policy_configs
+from spark_governor.aggregators.models import batches, decisions, jobs, policy_configs
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import guard, judge_effect, next_history
@@ -167,15 +168,23 @@ class Governor:
         """The job's health since decision ``d`` took effect vs before it: (verification, evidence, before,
         after); None while what was measured before is not measured again yet (and the wait is not over)."""
         before = (d.inputs or {}).get("health_before") or {}
-        after_view = build_view(conn, job, max((now_ms - d.applied_ms) / 1000.0, self.window_ms / 1000.0),
+        late = now_ms - d.applied_ms > (cfg.effectiveness_intervals + VERIFY_WAIT_INTERVALS) * self.evaluation_interval_s * 1000
+        # judged on what ran under the new value: from the first micro-batch triggered after it took effect
+        first = conn.execute(select(func.min(batches.c.trigger_ms)).where(
+            batches.c.job_id == job_id, batches.c.trigger_ms >= d.applied_ms)).scalar()
+        if first is None and not late and ("batch_s" in before or "latency_s" in before):
+            return None
+        since_ms = d.applied_ms if first is None else first
+        after_view = build_view(conn, job, max((now_ms - since_ms) / 1000.0, self.window_ms / 1000.0),
                                 self.window_ms, now_ms)
         after = snapshot(after_view)
-        late = now_ms - d.applied_ms > (cfg.effectiveness_intervals + VERIFY_WAIT_INTERVALS) * self.evaluation_interval_s * 1000
-        if not late and any(k in before and k not in after for k in ("latency_s", "batch_s", "max_mean_load")):
+        unmeasured = any(k in before and k not in after for k in ("latency_s", "batch_s", "max_mean_load"))
+        if not late and unmeasured:
             return None
         harm = judge_harm(before, after)
-        rollback = cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of") \
-            and d.old_value is not None
+        latest = next((x for x in repo.current_directives(conn, job_id) if x["knob"] == d.knob), None)
+        rollback = (cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of")
+                    and d.old_value is not None and latest is not None and latest["decision_id"] == d.id)
         return verification(None, harm, rollback), harm, before, after
 
     def _roll_back(self, conn, job_id: int, policy: str, d, harm: list[str], after: dict, now_ms: int) -> int:

@@ -8,8 +8,10 @@ with its health when the decision was taken, from the same kind of view:
 * **SLO**: the latency constraint held (measured mean latency ≤ bound) and is now violated, and the
   latency rose;
 * **throughput**: the job kept up (batches within the trigger interval, backlog not growing) and now
-  falls behind (batches longer than the trigger interval, or a backlog growing by at least
-  ``harm_backlog_growth`` seconds of work per second);
+  falls behind: batches longer than the trigger interval *and* a backlog that grows (by at least
+  ``backlog_growth`` seconds of work per second; where no source counts its backlog, the batches alone
+  decide), over at least ``MIN_BATCHES`` micro-batches since the change. One slow batch right after an
+  executor left (its tasks are re-run) is not falling behind: a backlog that shrinks again says so;
 * **balance** (partition plans): the partitions' max/mean load rose by more than ``harm_balance_fraction``.
 
 An action that did any of these is *harmful*: the governor rolls it back to the previous value (a new
@@ -27,6 +29,8 @@ from typing import Optional
 
 from spark_governor.policies.base import JobView
 
+#: the throughput rule needs this many micro-batches completed since the change
+MIN_BATCHES = 2
 #: what a decision's verification can say
 VERIFICATIONS = ("verified", "ineffective", "rolled-back", "harmful")
 
@@ -35,7 +39,7 @@ def snapshot(view: JobView) -> dict:
     """The job's health quantities in ``view`` (seconds, rows/s, fractions; absent where unknown):
     ``latency_s`` and ``bound_s`` of the tightest latency constraint, ``batch_s`` (mean processing time of
     the view's window's batches), ``trigger_s``, ``backlog_growth`` (seconds of work per second) and
-    ``max_mean_load`` (latest partitioned batch)."""
+    ``max_mean_load`` (latest partitioned batch), ``batches`` (completed in the window)."""
     out: dict = {}
     if view.constraints:
         c = min(view.constraints, key=lambda k: k.bound_s)
@@ -44,6 +48,7 @@ def snapshot(view: JobView) -> dict:
             out["latency_s"] = c.latency_s
     since = view.now_ms - int(view.window_s * 1000)
     recent = [b for b in view.batches if b.trigger_ms >= since]
+    out["batches"] = len(recent)
     if recent:
         out["batch_s"] = sum(b.processing_s for b in recent) / len(recent)
     t = view.trigger_interval_s()
@@ -60,10 +65,17 @@ def snapshot(view: JobView) -> dict:
 
 
 def _keeps_up(s: dict, growth_limit: float) -> Optional[bool]:
+    """True: batches within the trigger interval and no growing backlog; False: batches beyond it and the
+    backlog growing (or not measured); None: unknown or in between."""
     batch, trigger, growth = s.get("batch_s"), s.get("trigger_s"), s.get("backlog_growth")
     if batch is None or trigger is None:
         return None
-    return batch <= trigger and (growth is None or growth < growth_limit)
+    growing = None if growth is None else growth >= growth_limit
+    if batch <= trigger and not growing:
+        return True
+    if batch > trigger and growing is not False:
+        return False
+    return None
 
 
 def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05,
@@ -76,7 +88,7 @@ def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05,
     if bound is not None and lb is not None and la is not None and lb <= bound < la and la > lb:
         evidence.append(f"SLO violated: latency {la:.2f} s > bound {bound:.2f} s (it held before: {lb:.2f} s)")
     kb, ka = _keeps_up(before, backlog_growth), _keeps_up(after, backlog_growth)
-    if kb is True and ka is False:
+    if kb is True and ka is False and after.get("batches", MIN_BATCHES) >= MIN_BATCHES:
         growth = after.get("backlog_growth")
         evidence.append(f"falls behind: batches take {after['batch_s']:.2f} s against a {after['trigger_s']:.2f} s "
                         f"trigger (before {before['batch_s']:.2f} s)"

@@ -19,9 +19,9 @@ def view(processing=1.0, latency=None, bound=None, growth=None, load=None):
 
 def test_snapshot_reads_the_views_health_quantities():
     s = snapshot(view(processing=1.5, latency=3.0, bound=4.0, growth=0.2, load=1.3))
-    assert s == {"bound_s": 4.0, "latency_s": 3.0, "batch_s": 1.5, "trigger_s": 2.0, "backlog_growth": 0.2,
-                 "max_mean_load": 1.3}
-    assert snapshot(JobView(job="j", now_ms=NOW, window_s=30.0)) == {}
+    assert s == {"bound_s": 4.0, "latency_s": 3.0, "batches": 5, "batch_s": 1.5, "trigger_s": 2.0,
+                 "backlog_growth": 0.2, "max_mean_load": 1.3}
+    assert snapshot(JobView(job="j", now_ms=NOW, window_s=30.0)) == {"batches": 0}
 
 
 def test_slo_violated_where_it_held_before_is_harm():
@@ -37,8 +37,13 @@ def test_falling_behind_is_harm():
     before, after = snapshot(view(processing=1.0, growth=0.0)), snapshot(view(processing=2.6, growth=0.3))
     (evidence,) = judge_harm(before, after)
     assert evidence.startswith("falls behind: batches take 2.60 s against a 2.00 s trigger") and "0.30 s" in evidence
-    # growing backlog alone
-    assert judge_harm(before, snapshot(view(processing=1.5, growth=0.1)))
+    # batches beyond the trigger while the backlog shrinks (a slow batch after an executor left): not harm
+    assert judge_harm(before, snapshot(view(processing=2.6, growth=-0.2))) == []
+    # a growing backlog with batches still within the trigger: not yet
+    assert judge_harm(before, snapshot(view(processing=1.5, growth=0.1))) == []
+    # no backlog measured: the batches decide, over two batches at least
+    assert judge_harm(snapshot(view(processing=1.0)), snapshot(view(processing=2.6)))
+    assert judge_harm(snapshot(view(processing=1.0)), {**snapshot(view(processing=2.6)), "batches": 1}) == []
     # fell behind before already: not harm by this rule
     assert judge_harm(snapshot(view(processing=2.5)), after) == []
 

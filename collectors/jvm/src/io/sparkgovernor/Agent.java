@@ -414,10 +414,12 @@ final class Agent {
         List<Object> stages = new ArrayList<>();
         List<Object> tasks = new ArrayList<>();
         List<Object> batches = new ArrayList<>();
+        List<Object> executorEvents = new ArrayList<>();
         TreeSet<String> keys = new TreeSet<>();
         for (int i = 0; i < n; i++) {
             Translator.Record r = outbox.pollFirst();
-            ("stage".equals(r.kind) ? stages : "task".equals(r.kind) ? tasks : batches).add(r.body);
+            ("stage".equals(r.kind) ? stages : "task".equals(r.kind) ? tasks
+                : "executor".equals(r.kind) ? executorEvents : batches).add(r.body);
             Object key = r.body.get("template_key");
             if (key instanceof String) {
                 keys.add((String) key);
@@ -494,6 +496,7 @@ final class Agent {
         report.put("stages", stages);
         report.put("tasks", tasks);
         report.put("batches", batches);
+        report.put("executors", executorEvents);
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         try (GZIPOutputStream gz = new GZIPOutputStream(buf)) {
             mapper.writeValue(gz, report);

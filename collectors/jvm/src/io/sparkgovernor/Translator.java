@@ -40,7 +40,7 @@ final class Translator {
     static final String BATCH_ID = "streaming.sql.batchId";
     private static final int MAX_STAGES = 4096;
 
-    /** One record: kind is "stage" or "task". */
+    /** One record: kind is "stage", "task" or "executor" (batches come from the query listener). */
     static final class Record {
         final String kind;
         final Map<String, Object> body;
@@ -128,9 +128,26 @@ final class Translator {
             return stageCompleted(((SparkListenerStageCompleted) ev).stageInfo());
         } else if (ev instanceof SparkListenerExecutorAdded) {
             SparkListenerExecutorAdded e = (SparkListenerExecutorAdded) ev;
-            executorCores.put(String.valueOf(e.executorId()), Math.max(0, e.executorInfo().totalCores()));
+            String id = String.valueOf(e.executorId());
+            int cores = Math.max(0, e.executorInfo().totalCores());
+            executorCores.put(id, cores);
+            if (!"driver".equals(id)) {  // its registration time, for the provisioning delay
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("executor_id", id);
+                r.put("added_ms", e.time());
+                r.put("cores", cores > 0 ? Integer.valueOf(cores) : null);
+                return Collections.singletonList(new Record("executor", r));
+            }
         } else if (ev instanceof SparkListenerExecutorRemoved) {
-            executorCores.remove(String.valueOf(((SparkListenerExecutorRemoved) ev).executorId()));
+            SparkListenerExecutorRemoved e = (SparkListenerExecutorRemoved) ev;
+            String id = String.valueOf(e.executorId());
+            executorCores.remove(id);
+            if (!"driver".equals(id)) {
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("executor_id", id);
+                r.put("removed_ms", e.time());
+                return Collections.singletonList(new Record("executor", r));
+            }
         }
         return Collections.emptyList();
     }
