@@ -181,7 +181,9 @@ class Governor:
         unmeasured = any(k in before and k not in after for k in ("latency_s", "batch_s", "max_mean_load"))
         if not late and unmeasured:
             return None
-        harm = judge_harm(before, after)
+        added = (d.knob == "executors" and isinstance(d.new_value, (int, float))
+                 and isinstance(d.old_value, (int, float)) and d.new_value > d.old_value)
+        harm = judge_harm(before, after, capacity_added=added)
         latest = next((x for x in repo.current_directives(conn, job_id) if x["knob"] == d.knob), None)
         rollback = (cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of")
                     and d.old_value is not None and latest is not None and latest["decision_id"] == d.id)

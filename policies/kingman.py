@@ -72,7 +72,8 @@ expected when the new executors work (:func:`load_growth`); a scale-down is lazy
 of that delay (:func:`peak_load`), and never while a backlog is being worked off
 (:meth:`KingmanPolicy._scale_down_blocked`); no scale-up within ``after_scale_down_s`` of a
 scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._disrupted_by_scale_down`).
-Without a profile (or ``cluster_model=False``) the
+One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
+met while a scale-out takes effect. Without a profile (or ``cluster_model=False``) the
 overhead terms are 0 and no trend is used: the paper's model; the lazy scale-down applies to both.
 
 **Local mode** (``local[N]``: no executors, the knob not actuatable; ``JobView.local_slots``): the
@@ -149,6 +150,8 @@ class KingmanConfig(SafetyConfig):
                                                               "scale-down (the removed executor's tasks are re-run, "
                                                               "the batch it interrupted runs late), unless work in "
                                                               "flight is older than twice the bound")
+    spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
+                                                      "rate step while a scale-out takes effect)")
     backlog_tolerance_intervals: float = Field(1.5, gt=0, description="No scale-down while the rows waiting are "
                                                                       "more than this many trigger intervals of "
                                                                       "arrivals (a backlog being worked off)")
@@ -515,6 +518,15 @@ class KingmanPolicy(Policy):
         if plan is None or not current:
             return []
         target = plan["executors"]
+        # spare capacity beyond the plan (issue #14; not in the thesis, which sizes for the measured rate):
+        # a rate step arriving while a scale-out takes effect (detection + provisioning) meets one spare
+        # executor instead of a full pool; a growing rate's sizing (below) counts it in. Never beyond
+        # what the stages' tasks can use (their largest p_max), never under a bottleneck (Eq. 4.12 sizes)
+        spare = 0 if any(c["bottleneck"] for c in plan["constraints"].values()) else config.spare_executors
+        useful = math.ceil(max(m.p_max for models, _ in plan["models"].values() for m in models)
+                           / plan["slots_per_executor"])
+        spare = max(0, min(spare, useful - target))
+        target += spare
         if disrupted and target > current:
             return []
         cluster = cluster_of(view) if config.cluster_model else None
@@ -558,8 +570,10 @@ class KingmanPolicy(Policy):
                           if cons[first]["measured_latency_s"] is not None else ""))
         if infeasible:
             reason += f"; infeasible even at p_max: {', '.join(infeasible)}"
+        if spare and target > current:
+            reason += f"; {spare} spare {view.executor_unit} beyond the plan's {plan['executors']}"
         reason += view.local_mode_note()
-        inputs = {"latency_s": cons[first]["measured_latency_s"], "executors": current,
+        inputs = {"spare_executors": spare, "latency_s": cons[first]["measured_latency_s"], "executors": current,
                   "utilization": max(s["rho"] for c in cons.values() for s in c["stages"].values()),
                   "infeasible": infeasible, "plan": plan, "unit": view.executor_unit,
                   "load_growth": growth, "provisioning_delay_s": delay}

@@ -14,6 +14,15 @@ with its health when the decision was taken, from the same kind of view:
   executor left (its tasks are re-run) is not falling behind: a backlog that shrinks again says so;
 * **balance** (partition plans): the partitions' max/mean load rose by more than ``harm_balance_fraction``.
 
+Two confounders are not the action's doing, so they are not harm (issue #14; measured on the standalone
+cluster, where a 2 → 4 scale-up during a 4× rate step was rolled back because the latency, still
+draining the step's backlog, rose above the bound):
+
+* an action that **added capacity** (more executors) cannot make the latency or the throughput worse:
+  for it only the balance rule counts (a scale-up that did not help is ``ineffective``, not harmful);
+* when the **arrival rate rose** by more than ``load_tolerance`` (10 %) from before to after, a worse
+  latency or falling behind is the load's; the policies answer that by themselves.
+
 An action that did any of these is *harmful*: the governor rolls it back to the previous value (a new
 decision and directive), marks it ``rolled-back`` with this evidence, and refuses the same action
 (same knob, same value) for ``rollback_cooloff_s``. Otherwise it is ``verified`` (the predicted effect,
@@ -28,6 +37,7 @@ from __future__ import annotations
 from typing import Optional
 
 from spark_governor.policies.base import JobView
+from spark_governor.policies.utilization_target import arrival_rate
 
 #: the throughput rule needs this many micro-batches completed since the change
 MIN_BATCHES = 2
@@ -39,7 +49,8 @@ def snapshot(view: JobView) -> dict:
     """The job's health quantities in ``view`` (seconds, rows/s, fractions; absent where unknown):
     ``latency_s`` and ``bound_s`` of the tightest latency constraint, ``batch_s`` (mean processing time of
     the view's window's batches), ``trigger_s``, ``backlog_growth`` (seconds of work per second) and
-    ``max_mean_load`` (latest partitioned batch), ``batches`` (completed in the window)."""
+    ``max_mean_load`` (latest partitioned batch), ``batches`` (completed in the window), ``rate_rows_s``
+    (arrival rate over the window, rows/s)."""
     out: dict = {}
     if view.constraints:
         c = min(view.constraints, key=lambda k: k.bound_s)
@@ -51,6 +62,9 @@ def snapshot(view: JobView) -> dict:
     out["batches"] = len(recent)
     if recent:
         out["batch_s"] = sum(b.processing_s for b in recent) / len(recent)
+        rate = arrival_rate(view)
+        if rate:
+            out["rate_rows_s"] = rate
     t = view.trigger_interval_s()
     if t:
         out["trigger_s"] = t
@@ -79,10 +93,18 @@ def _keeps_up(s: dict, growth_limit: float) -> Optional[bool]:
 
 
 def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05,
-               balance_fraction: float = 0.1) -> list[str]:
+               balance_fraction: float = 0.1, capacity_added: bool = False, load_tolerance: float = 0.1) -> list[str]:
     """The ways the job got measurably worse from ``before`` to ``after`` (two :func:`snapshot` s), in
-    words with the numbers; empty when none."""
+    words with the numbers; empty when none. ``capacity_added``: the action added capacity (more
+    executors); ``load_tolerance``: the arrival-rate rise (fraction) beyond which latency and throughput
+    are the load's (module docstring)."""
     evidence = []
+    mb, ma = before.get("max_mean_load"), after.get("max_mean_load")
+    if mb is not None and ma is not None and ma > mb * (1 + balance_fraction):
+        evidence.append(f"balance worse: max/mean load {ma:.3f} (before {mb:.3f})")
+    rb, ra = before.get("rate_rows_s"), after.get("rate_rows_s")
+    if capacity_added or (rb and ra and ra > rb * (1 + load_tolerance)):
+        return evidence
     bound = after.get("bound_s", before.get("bound_s"))
     lb, la = before.get("latency_s"), after.get("latency_s")
     if bound is not None and lb is not None and la is not None and lb <= bound < la and la > lb:
@@ -93,9 +115,6 @@ def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05,
         evidence.append(f"falls behind: batches take {after['batch_s']:.2f} s against a {after['trigger_s']:.2f} s "
                         f"trigger (before {before['batch_s']:.2f} s)"
                         + (f", backlog grows by {growth:.2f} s of work per second" if growth is not None else ""))
-    mb, ma = before.get("max_mean_load"), after.get("max_mean_load")
-    if mb is not None and ma is not None and ma > mb * (1 + balance_fraction):
-        evidence.append(f"balance worse: max/mean load {ma:.3f} (before {mb:.3f})")
     return evidence
 
 

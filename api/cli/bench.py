@@ -92,6 +92,49 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
             click.echo("matplotlib not installed: no plot", err=True)
 
 
+@bench.command("scaling-whatif")
+@click.option("--calibrate", "calibrate", required=True, type=click.Path(dir_okay=False),
+              help="A `bench scaling-real` JSON: the cluster it measured is simulated.")
+@click.option("--staircases", default=None,
+              help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
+@click.option("--variants", default=None,
+              help='JSON object: variant name → Kingman config overrides (default: spare_executors 0, 1, 2).')
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
+@click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
+@click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
+              type=click.Path(dir_okay=False))
+def bench_scaling_whatif(calibrate: str, staircases, variants, seeds: int, seed: int, out: str) -> None:
+    """Kingman config variants on staircases, simulated on the cluster a real run measured (no Spark)."""
+    import json
+
+    from spark_governor.bench.scaling_calibrate import CalibrationError, load_report
+    from spark_governor.bench.scaling_whatif import STAIRCASES, format_whatif, parse_staircases, run_whatif
+    from spark_governor.policies.kingman import KingmanConfig
+
+    try:
+        stairs = parse_staircases(staircases) if staircases else STAIRCASES
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--staircases") from None
+    chosen = None
+    if variants:
+        try:
+            chosen = json.loads(variants)
+            if not isinstance(chosen, dict) or not chosen or not all(isinstance(v, dict) for v in chosen.values()):
+                raise ValueError("want a non-empty object of objects")
+            for cfg in chosen.values():
+                KingmanConfig(**{"min_value": 1, **cfg})
+        except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
+            raise click.BadParameter(str(exc).splitlines()[0], param_hint="--variants") from None
+    try:
+        report = load_report(calibrate)
+    except CalibrationError as exc:
+        raise click.ClickException(f"--calibrate: {exc}") from None
+    result = run_whatif(report, stairs, chosen, seeds=seeds, seed=seed, log=lambda m: click.echo(m, err=True))
+    write_json(result, out, indent=2)
+    click.echo(format_whatif(result))
+    click.echo(f"wrote {out}", err=True)
+
+
 @bench.command("batch-sizing")
 @click.option("--horizon", default=90.0, show_default=True, type=click.FloatRange(20),
               help="Simulated arrival time per run (s); rate steps at 1/3 and 2/3 of it.")

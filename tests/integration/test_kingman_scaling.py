@@ -5,6 +5,9 @@ rises until one executor cannot keep up, then falls. The policy adds executors s
 constraint is violated, releases them one by one when the load falls (never below the minimum),
 every decision carries its prediction, and the prediction error of judged decisions is exported.
 Scale-ins are lazy (issue #14): none within ``scale_down_delay_s`` of the previous executor decision.
+The bound (8 s against a 4 s trigger) leaves one executor room at the low rate on a loaded machine: at
+6 s a scale-in to one executor could measure above the bound there, be rolled back as harmful and the
+same scale-in refused for ``rollback_cooloff_s`` (CI, 2026-11-25).
 """
 import re
 import time
@@ -29,13 +32,20 @@ def decisions(plane, job):
     return requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions?limit=1000", timeout=10).json()["decisions"]
 
 
+def evaluation(plane, job):
+    """What the control plane says of the job (events, health, cluster profile), for a failure message."""
+    return {what: requests.get(f"{plane.url}/api/v1/jobs/{job}/{what}", timeout=10).text[:3000]
+            for what in ("events", "health", "cluster")}
+
+
 def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluster, plane, tmp_path):
     job = "kingman-act"
     r = requests.put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", headers=AUTH, timeout=10,
-                     json={"bound_ms": 6000, "span_s": 4.0})
+                     json={"bound_ms": 8000, "span_s": 4.0})
     assert r.status_code == 200, r.text
     r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman?register=true", headers=AUTH, timeout=10, json={
-        "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 4, "warmup_windows": 1}})
+        "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 4, "warmup_windows": 1,
+                                  "spare_executors": 0}})  # the plan's own size: scale-in reaches the minimum
     assert r.status_code == 200, r.text
     driver = Driver(tmp_path, standalone_cluster, plane, job)
     try:
@@ -51,13 +61,20 @@ def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluste
         for d in ups:
             assert d["prediction"]["constraints"]["e2e"] is not None or d["inputs"]["plan"]["constraints"]["e2e"][
                 "bottleneck"]
-            assert 0 < d["prediction"]["utilization"] and d["inputs"]["latency_s"] > 0
+            assert 0 < d["prediction"]["utilization"]
+            # a bottleneck is scaled out without a latency measurement (Eq. 4.12); otherwise one is behind it
+            assert (d["inputs"]["latency_s"] or 0) > 0 or d["inputs"]["plan"]["constraints"]["e2e"]["bottleneck"]
         # under the higher rate the constraint is met again with more executors
         wait_for(lambda: (requests.get(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?spans=3", timeout=10)
                           .json()["latest"] or {}).get("attained"), 180, 2, "constraint attained again")
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)
-        wait_for(lambda: driver.executors() == 1, 300, 1, "scale-in to the minimum")
+        try:
+            wait_for(lambda: driver.executors() == 1, 300, 1, "scale-in to the minimum")
+        except AssertionError as e:  # say why: the decisions and the latest evaluation
+            raise AssertionError(f"{e}; executors {driver.executors()}; decisions "
+                                 f"{[(d['created_ms'], d['old_value'], d['new_value'], d['reason']) for d in decisions(plane, job)]}"
+                                 f"; evaluation {evaluation(plane, job)}") from None
         ds = decisions(plane, job)
         downs = [d for d in ds if d["new_value"] < d["old_value"]]
         assert downs and all(d["old_value"] - d["new_value"] == 1 for d in downs), "scale-in one at a time"
@@ -73,6 +90,6 @@ def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluste
         metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
         assert re.search(r'spark_governor_model_prediction_error_ratio\{policy="kingman",quantity="\w+",'
                          rf'spark_job="{job}"\}}', metrics)
-        assert f'spark_governor_constraint_bound_seconds{{constraint="e2e",spark_job="{job}"}} 6.0' in metrics
+        assert f'spark_governor_constraint_bound_seconds{{constraint="e2e",spark_job="{job}"}} 8.0' in metrics
     finally:
         driver.stop()

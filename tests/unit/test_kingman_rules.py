@@ -7,7 +7,8 @@ from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, S
 from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy, arrival_rho, bulk_arrival_cv, vertex_model
 
 NOW = 1_000_000_000
-CFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1)
+# the spare executor (on by default) has its own test; the other rules are checked on the plan alone
+CFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0)
 
 
 def stage(util=0.5, p=2, records=4000.0, tasks=200, S=0.02, w=2.0, busy=None, cA=0.1):
@@ -147,3 +148,32 @@ def test_arrival_rate_span():
     tpr = 4000.0 / (0.5 * 2)
     assert arrival_rho(v, st, st, 10.0) == pytest.approx(8000.0 / (tpr * 2))
     assert arrival_rho(v, st, st, 30.0) == pytest.approx((4 * 8000 + 2 * 32000) / (6 * 4.0) / (tpr * 2))
+
+
+def test_one_spare_executor_beyond_the_plan_by_default():
+    # the over-provisioned job of test_scale_down_margin_keeps_one_executor_more_near_the_edge: the plan
+    # needs P executors; with the default spare the policy holds at P + 1, the thesis' size is P
+    loose = {"e_clamp_low": 0.01, "e_clamp_high": 100, "scale_down_margin": 0.0}
+    default = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, **loose)
+    paper = CFG.model_copy(update=loose)
+    assert default.spare_executors == 1 and paper.spare_executors == 0
+
+    def at(n):  # the stage's latest run had 4 tasks in parallel; the job has n executors now
+        return view(stage(util=0.9, p=4, records=7200.0, w=1.0), latency=4.0, executors=n, rate=3600.0)
+
+    P = KingmanPolicy().plan(at(4), default)["executors"]
+    assert P == KingmanPolicy().plan(at(P + 2), default)["executors"] and P >= 1
+    assert KingmanPolicy().evaluate(at(P + 1), default) == []  # P planned + 1 spare: hold
+    (down,) = KingmanPolicy().evaluate(at(P + 2), default)
+    assert down.value == P + 1 and down.inputs["spare_executors"] == 1
+    (thesis,) = KingmanPolicy().evaluate(at(P + 1), paper)
+    assert thesis.value == P
+    # a scale-up gets the spare on top of the plan, and says so
+    hot = view(stage(util=0.5, p=2, records=4000.0, w=2.0), latency=9.0, bound=8.0, executors=2)
+    (up_paper,) = KingmanPolicy().evaluate(hot, paper)
+    (up,) = KingmanPolicy().evaluate(hot, default)
+    assert up.value == up_paper.value + 1 and "1 spare executors beyond the plan's" in up.reason
+    # never more than the stages' tasks can use: 3 tasks → at most 3 executors of one slot
+    few = stage(util=0.5, p=2, records=4000.0, tasks=3, w=2.0)
+    assert all(p.value <= 3 for p in KingmanPolicy().evaluate(view(few, latency=9.0, bound=8.0, executors=2),
+                                                              default))

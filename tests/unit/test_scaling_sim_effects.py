@@ -181,7 +181,7 @@ def test_live_view_lets_a_policy_scale_out_before_the_batch_completes():
         return np.where(t < 60, 1000.0, 9000.0)
     p = SimParams(noise_sigma=0.0, task_noise_sigma=0.0, live_view=True)
     from spark_governor.bench.scaling import governed
-    res = simulate(step_rate, 120.0, governed("kingman")(p, 0.0), p)
+    res = simulate(step_rate, 120.0, governed("kingman", {"spare_executors": 0})(p, 0.0), p)
     first = res.actions[0]
     assert "in flight" in first.reason and first.new > first.old
     assert any(b.start_s < first.t_s < b.end_s for b in res.batches)

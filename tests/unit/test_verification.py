@@ -20,7 +20,7 @@ def view(processing=1.0, latency=None, bound=None, growth=None, load=None):
 def test_snapshot_reads_the_views_health_quantities():
     s = snapshot(view(processing=1.5, latency=3.0, bound=4.0, growth=0.2, load=1.3))
     assert s == {"bound_s": 4.0, "latency_s": 3.0, "batches": 5, "batch_s": 1.5, "trigger_s": 2.0,
-                 "backlog_growth": 0.2, "max_mean_load": 1.3}
+                 "backlog_growth": 0.2, "max_mean_load": 1.3, "rate_rows_s": 5.0}
     assert snapshot(JobView(job="j", now_ms=NOW, window_s=30.0)) == {"batches": 0}
 
 
@@ -59,3 +59,17 @@ def test_verification_words():
     assert verification(False, [], True) == "ineffective"
     assert verification(True, ["x"], True) == "rolled-back"
     assert verification(True, ["x"], False) == "harmful"
+
+
+def test_what_the_load_or_added_capacity_explains_is_not_harm():
+    before, after = snapshot(view(latency=3.0, bound=4.0)), snapshot(view(latency=6.0, bound=4.0))
+    behind = snapshot(view(processing=2.6, growth=0.3))
+    # a scale-up cannot make latency or throughput worse: the worse latency is the load's
+    assert judge_harm(before, after, capacity_added=True) == []
+    assert judge_harm(snapshot(view(processing=1.0, growth=0.0)), behind, capacity_added=True) == []
+    # ... but a worse balance still counts
+    assert judge_harm(snapshot(view(load=1.05)), snapshot(view(load=1.30)), capacity_added=True)
+    # the arrival rate rose beyond the tolerance (10 %): the load's, not the action's
+    assert judge_harm(before, {**after, "rate_rows_s": 5.6}) == []
+    assert judge_harm(before, {**after, "rate_rows_s": 5.4})  # within the tolerance: harm
+    assert judge_harm(before, {**after, "rate_rows_s": 5.6}, load_tolerance=0.2)
