@@ -33,6 +33,7 @@ from spark_governor.api.metrics import build_registry
 from spark_governor.api.openapi import openapi_document
 from spark_governor.api.policies_api import build_blueprint
 from spark_governor.api.replay_api import build_replay_blueprint
+from spark_governor.api.scheduler_metrics import SchedulerMetrics
 from spark_governor.api.worker_metrics import exposition_registry
 from spark_governor.policies.wire import ReportError, parse_report
 
@@ -110,6 +111,8 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.extensions["spark_governor.engine"] = engine
     registry, ingest_metrics = build_registry(engine, settings.window_ms, settings.metrics_expiry_s, settings.stopped_after_s)
+    scheduler_metrics = SchedulerMetrics(registry)  # counted by api.scheduler (api.server passes it on)
+    app.extensions["spark_governor.scheduler_metrics"] = scheduler_metrics
     governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms,
                         stopped_after_s=settings.stopped_after_s)
     app.extensions["spark_governor.governor"] = governor
@@ -123,7 +126,8 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     auth.install_auth(app, engine, require_report_token=settings.require_report_token,
                       open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
     inflight = threading.BoundedSemaphore(settings.max_inflight_reports)
-    exposed = exposition_registry(registry, (ingest_metrics.reports, ingest_metrics.duration))
+    exposed = exposition_registry(registry, (ingest_metrics.reports, ingest_metrics.duration,
+                                             *scheduler_metrics.counters))
 
     @app.errorhandler(OperationalError)
     @app.errorhandler(InterfaceError)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from spark_governor.aggregators import cluster_profile
 from spark_governor.aggregators import directives as repo
@@ -46,6 +47,8 @@ from spark_governor.policies.safety import guard, judge_effect, next_history
 from spark_governor.policies.verification import judge_harm, snapshot, verification
 
 log = logging.getLogger("spark_governor.governor")
+#: errors that mean the database is unreachable, not that one job or policy failed
+DATABASE_DOWN = (OperationalError, InterfaceError)
 
 #: a decision whose effect cannot be measured yet is judged at the latest this many evaluation
 #: intervals after its effectiveness window (then with what is measured)
@@ -68,6 +71,8 @@ class Governor:
         for job_id in job_ids:
             try:
                 self.evaluate_job(job_id, now_ms)
+            except DATABASE_DOWN:
+                raise  # the database is gone: the scheduler counts the skipped evaluation (api.scheduler)
             except Exception as exc:  # never let one job stop the others
                 log.exception("evaluating job %s failed", job_id)
                 with self.engine.begin() as conn:
@@ -94,6 +99,8 @@ class Governor:
         for pc in configs:
             try:
                 created += self._evaluate_policy(job_id, job, pc, now_ms)
+            except DATABASE_DOWN:
+                raise
             except Exception as exc:
                 log.exception("policy %s of job %s failed", pc.policy, job)
                 with self.engine.begin() as conn:

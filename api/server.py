@@ -90,7 +90,8 @@ class ControlPlane:
         self.leader = Leader(self.engine, leader_poll_s(self.settings.evaluation_interval_s),
                              name=f"{os.getpid()}:{self.port}").start()
         self.scheduler = build_scheduler(self.engine, self.retention_s, self.retention_interval_s,
-                                         governor=self.app.extensions["spark_governor.governor"], leader=self.leader)
+                                         governor=self.app.extensions["spark_governor.governor"], leader=self.leader,
+                                         metrics=self.app.extensions["spark_governor.scheduler_metrics"])
         self.scheduler.start()
         return self
 
@@ -144,7 +145,8 @@ def _worker_app(cfg: ProductionConfig):
     app = create_app(engine, cfg.settings)
     leader = Leader(engine, leader_poll_s(cfg.settings.evaluation_interval_s)).start()
     scheduler = build_scheduler(engine, cfg.retention_s, cfg.retention_interval_s,
-                                governor=app.extensions["spark_governor.governor"], leader=leader)
+                                governor=app.extensions["spark_governor.governor"], leader=leader,
+                                metrics=app.extensions["spark_governor.scheduler_metrics"])
     scheduler.start()
     app.extensions["spark_governor.leader"] = leader
     app.extensions["spark_governor.scheduler"] = scheduler

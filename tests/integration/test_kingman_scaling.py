@@ -44,8 +44,12 @@ def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluste
                      json={"bound_ms": 8000, "span_s": 4.0})
     assert r.status_code == 200, r.text
     r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/kingman?register=true", headers=AUTH, timeout=10, json={
-        "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 4, "warmup_windows": 1,
-                                  "spare_executors": 0}})  # the plan's own size: scale-in reaches the minimum
+        "mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 3, "warmup_windows": 1,
+                                  # the plan's own size, so the scale-in reaches the minimum; verified actions
+                                  # and rollback have their own test (tests/spark/test_rollback_spark.py): on a
+                                  # loaded machine a scale-in that measures above the bound is rolled back and
+                                  # the same scale-in refused for rollback_cooloff_s (seen at load average 24)
+                                  "spare_executors": 0, "rollback": False}})
     assert r.status_code == 200, r.text
     driver = Driver(tmp_path, standalone_cluster, plane, job)
     try:
@@ -78,7 +82,7 @@ def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluste
         ds = decisions(plane, job)
         downs = [d for d in ds if d["new_value"] < d["old_value"]]
         assert downs and all(d["old_value"] - d["new_value"] == 1 for d in downs), "scale-in one at a time"
-        assert all(1 <= d["new_value"] <= 4 for d in ds)
+        assert all(1 <= d["new_value"] <= 3 for d in ds)
         assert len(downs) >= peak - 1
         # lazy scale-down (issue #14): none within scale_down_delay_s (30 s) of the previous executor decision
         ordered = sorted(ds, key=lambda d: d["created_ms"])
