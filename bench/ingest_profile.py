@@ -8,11 +8,17 @@ this process for parsing and for the transaction (SQLAlchemy, the driver, the We
 database itself), wall milliseconds, the statements sent (driver calls; an ``executemany`` counted once per
 row on PostgreSQL, where the driver sends one statement per row), and for a PostgreSQL on this machine the
 CPU milliseconds of its processes. ``--profile`` adds cProfile's top functions.
+
+``--through flask``: the whole request path instead, in process: gzip bodies posted with a report token
+through the Flask test client to ``POST /api/v1/reports`` (token check, body read and gunzip, parse,
+transaction, JSON answer); printed: CPU and wall milliseconds per report. What ``serve`` adds beyond that
+(gunicorn's HTTP parsing, threads, the scheduler) is what ``bench load`` measures as server CPU per report.
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gzip
 import json
 import pstats
 import random
@@ -90,6 +96,55 @@ def profile(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top:
     return res
 
 
+REPORT_TOKEN = "ingest-profile-report-token"
+
+
+def profile_flask(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top: int = 0, out=print) -> dict:
+    """CPU milliseconds of this process per report through ``POST /api/v1/reports`` (Flask test client)."""
+    from spark_governor.api.app import Settings, create_app
+    from spark_governor.api.auth import parse_token_option, store_tokens
+
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    store_tokens(engine, dict([parse_token_option(f"profile:report={REPORT_TOKEN}")]))
+    client = create_app(engine, Settings(require_report_token=True)).test_client()
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip",
+               "Authorization": f"Bearer {REPORT_TOKEN}"}
+    rng = random.Random(0)
+    run = f"proff{int(time.time()) % 100000}-"
+
+    def body(j: int, seq: int) -> bytes:
+        report = job_report(f"{run}{j}", f"{run}{j}", seq, tasks, int(time.time() * 1000), rng)
+        return gzip.compress(json.dumps(report).encode(), 1)
+
+    def post(raw: bytes) -> None:
+        answer = client.post("/api/v1/reports", data=raw, headers=headers)
+        if answer.status_code != 200 or answer.json["duplicate"]:
+            raise RuntimeError(f"report not stored: {answer.status_code} {answer.get_data(as_text=True)[:200]}")
+
+    for j in range(jobs):  # first reports create jobs, reporters and vertices: not the steady state
+        post(body(j, 1))
+    bodies = [body(j, 2 + r) for r in range(rounds) for j in range(jobs)]
+    prof = cProfile.Profile() if top else None
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    if prof:
+        prof.enable()
+    for raw in bodies:
+        post(raw)
+    if prof:
+        prof.disable()
+    n = len(bodies)
+    res = {"db": engine.dialect.name, "reports": n, "tasks": tasks, "through": "flask",
+           "cpu_ms": 1000 * (time.process_time() - cpu0) / n, "wall_ms": 1000 * (time.perf_counter() - wall0) / n,
+           "profiled": bool(prof)}
+    engine.dispose()
+    out(f"{res['db']}: {n} reports of {tasks} tasks through POST /api/v1/reports (Flask test client, report token): "
+        f"{res['cpu_ms']:.2f} ms CPU, {res['wall_ms']:.2f} ms wall per report" + (" (under cProfile)" if prof else ""))
+    if prof:
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(top)
+    return res
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", required=True, help="SQLAlchemy URL (a scratch database: reports are stored)")
@@ -97,8 +152,13 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile, print the TOP functions")
+    ap.add_argument("--through", choices=["ingest", "flask"], default="ingest",
+                    help="ingest: parse + transaction only (by phase); flask: the whole POST through the Flask app")
     args = ap.parse_args(argv)
-    profile(args.db, args.jobs, args.rounds, args.tasks, args.profile)
+    if args.through == "flask":
+        profile_flask(args.db, args.jobs, args.rounds, args.tasks, args.profile)
+    else:
+        profile(args.db, args.jobs, args.rounds, args.tasks, args.profile)
 
 
 if __name__ == "__main__":
