@@ -25,18 +25,37 @@ def bench() -> None:
 @click.option("--rows", default=20_000, show_default=True, type=click.IntRange(1), help="Rows per batch.")
 @click.option("--ingest-tasks", default=200_000, show_default=True, type=click.IntRange(1000),
               help="Task records POSTed for the ingest benchmark.")
+@click.option("--variants", default="without,with,jar,black-hole,drip", show_default=True,
+              help="Comma-separated rows: without (always run, the baseline), with (attach()), jar (the listener "
+                   "jar, when built), black-hole (attach() to a server that never answers), drip (attach() to one "
+                   "that answers a byte every --drip-interval seconds).")
+@click.option("--hostile-deadline", default=2.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="black-hole/drip rows: the reporter's total deadline per POST, seconds.")
+@click.option("--hostile-retries", default=1, show_default=True, type=click.IntRange(0),
+              help="black-hole/drip rows: resends of a report before the reporter drops it.")
+@click.option("--drip-interval", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True),
+              help="drip row: seconds between the server's bytes.")
 @click.option("--out", default="bench-results/overhead.json", show_default=True, type=click.Path(dir_okay=False))
-def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, out: str) -> None:
-    """Reporter overhead on a Spark job, and ingest throughput of POST /api/v1/reports."""
-    from spark_governor.bench.overhead import run_overhead_bench
+def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, variants: str, hostile_deadline: float,
+                   hostile_retries: int, drip_interval: float, out: str) -> None:
+    """Reporter overhead on a Spark job (also against hostile endpoints), and ingest throughput of POST
+    /api/v1/reports."""
+    from spark_governor.bench.overhead import VARIANTS, HostileSettings, format_table, run_overhead_bench
 
+    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown {', '.join(unknown) or 'empty list'} (choose from {', '.join(VARIANTS)})",
+                                 param_hint="--variants")
+    hostile = HostileSettings(post_deadline_s=hostile_deadline, max_retries=hostile_retries, drip_s=drip_interval)
     try:
         result = run_overhead_bench(runs=runs, batches=batches, rows=rows, ingest_tasks=ingest_tasks,
-                                    log=lambda m: click.echo(m, err=True))
+                                    log=lambda m: click.echo(m, err=True), variants=chosen, hostile=hostile)
     except ProcessError as exc:
         raise click.ClickException(str(exc)) from None
     write_json(result, out, indent=2)
     click.echo(json.dumps(result["summary"], indent=2))
+    click.echo(format_table(result["summary"]["table"]))
     click.echo(f"wrote {out}", err=True)
 
 
