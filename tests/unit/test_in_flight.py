@@ -164,3 +164,19 @@ def test_kingman_in_flight_decisions_are_shaped_like_planned_ones():
     assert p.inputs["plan"]["constraints"]["e2e"]["bottleneck"] and p.prediction["constraints"] == {"e2e": None}
     assert p.inputs["latency_s"] == 7.5 and p.inputs["utilization"] == pytest.approx(2.5)
     assert p.prediction["utilization"] == pytest.approx(2.5 * 2 / 4)
+
+
+def test_a_mean_latency_bound_is_held_against_the_mean_age_in_flight():
+    # trigger 8 s: a batch's records arrived over the 8 s before it started, so the oldest one is about
+    # half an interval older than their mean (standalone cluster: oldest 14.3 s at a 9 s mean latency)
+    from spark_governor.policies.in_flight import mean_in_flight_age_s
+
+    kw = {"trigger_interval_s": 8.0, "oldest_record_source": "source"}
+    assert mean_in_flight_age_s(running(6.0, oldest=14.3, **kw), 8.0) == pytest.approx(10.3)
+    assert pressure(view(running(6.0, oldest=14.3, **kw), constraints=[E2E]), 14.0) is None
+    p = pressure(view(running(6.0, oldest=19.0, **kw), constraints=[E2E]), 14.0)
+    assert p.factor == pytest.approx(15.0 / 14.0) and "mean of 15.0 s (the oldest 19.0 s)" in p.reason
+    # never below the running batch's age; without a trigger or a counting source, the oldest age as before
+    assert mean_in_flight_age_s(running(12.0, oldest=14.3, **kw), 8.0) == 12.0
+    assert mean_in_flight_age_s(running(6.0, oldest=14.3), None) == 14.3
+    assert mean_in_flight_age_s(running(6.0, oldest=14.3, oldest_record_source="running-batch"), 8.0) == 14.3
