@@ -1,5 +1,8 @@
 """What-if staircases on a measured cluster: Kingman config variants, simulated (issue #14).
 
+A variant is Kingman config overrides; ``{"policy": "threshold"}`` (or ``utilization-target``) runs that
+policy with its defaults instead, for comparison.
+
 ``spark-governor bench scaling-whatif --calibrate FILE``: the simulator takes the cluster parameters a
 real run measured (``bench scaling-real``'s JSON, as ``bench scaling --calibrate`` does:
 provisioning delay, driver overhead, warm-up, service time per row, noise) and runs the Kingman policy
@@ -66,8 +69,10 @@ def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | 
         for name, cfg in variants.items():
             what = copy.deepcopy(report)
             what["levels"], what["level_s"] = list(levels), level_s
-            what["kingman_config"] = {**(report.get("kingman_config") or {}), **cfg}
-            what["results"] = [{"policy": "kingman", "initial_executors": 1, "slo_attainment_windows": 0.0,
+            policy = cfg.get("policy", "kingman")
+            what["kingman_config"] = {**(report.get("kingman_config") or {}),
+                                      **{k: v for k, v in cfg.items() if k != "policy"}}
+            what["results"] = [{"policy": policy, "initial_executors": 1, "slo_attainment_windows": 0.0,
                                 "executor_seconds": 1.0}]
             sim = run_calibration(what, seed=seed, seeds=seeds)["results"][0]["sim"]
             rows.append({"levels": list(levels), "level_s": level_s, "variant": name, "config": cfg,

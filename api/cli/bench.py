@@ -117,7 +117,8 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
 @click.option("--staircases", default=None,
               help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
 @click.option("--variants", default=None,
-              help='JSON object: variant name → Kingman config overrides (default: spare_executors 0, 1, 2).')
+              help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
+                   '{"policy": "utilization-target"} for that policy (default: spare_executors 0, 1, 2).')
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
@@ -141,7 +142,10 @@ def bench_scaling_whatif(calibrate: str, staircases, variants, seeds: int, seed:
             if not isinstance(chosen, dict) or not chosen or not all(isinstance(v, dict) for v in chosen.values()):
                 raise ValueError("want a non-empty object of objects")
             for cfg in chosen.values():
-                KingmanConfig(**{"min_value": 1, **cfg})
+                if cfg.get("policy", "kingman") not in ("kingman", "threshold", "utilization-target"):
+                    raise ValueError(f"policy {cfg['policy']!r}: kingman, threshold or utilization-target")
+                if cfg.get("policy", "kingman") == "kingman":
+                    KingmanConfig(min_value=1, **{k: v for k, v in cfg.items() if k != "policy"})
         except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
             raise click.BadParameter(str(exc).splitlines()[0], param_hint="--variants") from None
     try:

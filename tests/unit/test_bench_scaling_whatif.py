@@ -48,3 +48,16 @@ def test_cli_rejects_bad_input_with_the_option_named(tmp_path):
                                   "--variants", '{"d": {}}', "--seeds", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["results"][0]["variant"] == "d"
+
+
+def test_other_policies_run_beside_the_kingman_variants(tmp_path):
+    out = tmp_path / "w.json"
+    r = CliRunner().invoke(main, ["bench", "scaling-whatif", "--calibrate", str(REAL), "--staircases", "2000,6000x20",
+                                  "--variants", '{"k": {}, "t": {"policy": "threshold"}}', "--seeds", "1",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = {x["variant"]: x for x in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"k", "t"} and rows["t"]["config"] == {"policy": "threshold"}
+    r = CliRunner().invoke(main, ["bench", "scaling-whatif", "--calibrate", str(REAL), "--variants",
+                                  '{"x": {"policy": "static"}}'])
+    assert r.exit_code == 2 and "--variants" in r.output and "static" in r.output
