@@ -6,7 +6,8 @@ bound only once it has completed, and not at all while no batch completes. The v
 least one a second) tells it earlier. Every executor policy (Kingman, threshold,
 utilization-target) asks :func:`pressure` first and, when it answers, scales out at once:
 
-* **in flight past the bound**: the running batch's age, or the oldest unprocessed record's,
+* **in flight past the bound**: the mean age in flight (:func:`mean_in_flight_age_s`: the oldest
+  unprocessed record's age less half a trigger interval, never below the running batch's age)
   exceeds the latency bound, or the running batch's age exceeds the batch bound (``factor`` =
   age / bound: the work is at least that many times what the bound allows);
 * **backlog growing**: the backlog right after each completed batch grows by at least
