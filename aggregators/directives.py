@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.models import decisions, directives, events, knob_states
@@ -16,9 +16,14 @@ from spark_governor.policies.safety import KnobHistory
 from spark_governor.policies.wire import DirectiveAck
 
 
+#: read on every report: built once, with a bound parameter (SQLAlchemy's compiled cache then finds it
+#: without rebuilding and hashing the expression; see aggregators.ingest)
+_CURRENT = select(directives).where(directives.c.job_id == bindparam("p_job")).order_by(directives.c.knob)
+
+
 def current_directives(conn: Connection, job_id: int) -> list[dict]:
     """Every knob's desired state for the job: ``{knob, version, value, status, ...}``."""
-    rows = conn.execute(select(directives).where(directives.c.job_id == job_id).order_by(directives.c.knob))
+    rows = conn.execute(_CURRENT, {"p_job": job_id})
     return [{"knob": r.knob, "version": r.version, "value": r.value, "status": r.status,
              "applied_version": r.applied_version, "message": r.message, "decision_id": r.decision_id,
              "created_ms": r.created_ms, "applied_ms": r.applied_ms} for r in rows]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.models import batches, job_runs
@@ -36,11 +36,15 @@ def run_key(report: Report) -> str:
     return report.reporter.app_id or NO_APP_ID
 
 
+#: read on every report: built once with bound parameters (see aggregators.ingest)
+_RUN = select(job_runs.c.id, job_runs.c.last_ms).where(job_runs.c.job_id == bindparam("p_job"),
+                                                       job_runs.c.run_id == bindparam("p_run"))
+
+
 def touch_run(conn: Connection, job_id: int, report: Report, now_ms: int) -> str:
     """Record that ``report`` arrived for its run (created at its first report); returns the run id."""
     key = run_key(report)
-    row = conn.execute(select(job_runs.c.id, job_runs.c.last_ms).where(
-        job_runs.c.job_id == job_id, job_runs.c.run_id == key)).first()
+    row = conn.execute(_RUN, {"p_job": job_id, "p_run": key}).first()
     if row is None:
         conn.execute(insert(job_runs).values(job_id=job_id, run_id=key, app_id=report.reporter.app_id,
                                              master=report.reporter.master, first_ms=now_ms, last_ms=now_ms))

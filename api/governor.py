@@ -44,9 +44,11 @@ from spark_governor.aggregators.models import batches, decisions, jobs, policy_c
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import guard, judge_effect, next_history
-from spark_governor.policies.verification import judge_harm, snapshot, verification
+from spark_governor.policies.verification import RATE_NEUTRAL_KNOBS, judge_harm, snapshot, verification
 
 log = logging.getLogger("spark_governor.governor")
+#: an arrival-rate rise beyond this fraction explains a worse latency after an executor change
+LOAD_TOLERANCE = 0.1
 #: errors that mean the database is unreachable, not that one job or policy failed
 DATABASE_DOWN = (OperationalError, InterfaceError)
 
@@ -190,7 +192,8 @@ class Governor:
             return None
         added = (d.knob == "executors" and isinstance(d.new_value, (int, float))
                  and isinstance(d.old_value, (int, float)) and d.new_value > d.old_value)
-        harm = judge_harm(before, after, capacity_added=added)
+        harm = judge_harm(before, after, capacity_added=added,
+                          load_tolerance=LOAD_TOLERANCE if d.knob in RATE_NEUTRAL_KNOBS else None)
         latest = next((x for x in repo.current_directives(conn, job_id) if x["knob"] == d.knob), None)
         rollback = (cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of")
                     and d.old_value is not None and latest is not None and latest["decision_id"] == d.id)

@@ -21,7 +21,9 @@ draining the step's backlog, rose above the bound):
 * an action that **added capacity** (more executors) cannot make the latency or the throughput worse:
   for it only the balance rule counts (a scale-up that did not help is ``ineffective``, not harmful);
 * when the **arrival rate rose** by more than ``load_tolerance`` (10 %) from before to after, a worse
-  latency or falling behind is the load's; the policies answer that by themselves.
+  latency or falling behind is the load's; the policies answer that by themselves. Only for knobs
+  whose change cannot move the measured rate (:data:`RATE_NEUTRAL_KNOBS`): a paced source's measured
+  rate follows the batch interval, so a longer interval "raises" it (measured on local Spark).
 
 An action that did any of these is *harmful*: the governor rolls it back to the previous value (a new
 decision and directive), marks it ``rolled-back`` with this evidence, and refuses the same action
@@ -39,6 +41,8 @@ from typing import Optional
 from spark_governor.policies.base import JobView
 from spark_governor.policies.utilization_target import arrival_rate
 
+#: knobs whose change cannot move the measured arrival rate, so a rate rise is the load's (module docstring)
+RATE_NEUTRAL_KNOBS = ("executors",)
 #: the throughput rule needs this many micro-batches completed since the change
 MIN_BATCHES = 2
 #: what a decision's verification can say
@@ -92,18 +96,18 @@ def _keeps_up(s: dict, growth_limit: float) -> Optional[bool]:
     return None
 
 
-def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05,
-               balance_fraction: float = 0.1, capacity_added: bool = False, load_tolerance: float = 0.1) -> list[str]:
+def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05, balance_fraction: float = 0.1,
+               capacity_added: bool = False, load_tolerance: Optional[float] = 0.1) -> list[str]:
     """The ways the job got measurably worse from ``before`` to ``after`` (two :func:`snapshot` s), in
     words with the numbers; empty when none. ``capacity_added``: the action added capacity (more
     executors); ``load_tolerance``: the arrival-rate rise (fraction) beyond which latency and throughput
-    are the load's (module docstring)."""
+    are the load's (module docstring; None: never)."""
     evidence = []
     mb, ma = before.get("max_mean_load"), after.get("max_mean_load")
     if mb is not None and ma is not None and ma > mb * (1 + balance_fraction):
         evidence.append(f"balance worse: max/mean load {ma:.3f} (before {mb:.3f})")
     rb, ra = before.get("rate_rows_s"), after.get("rate_rows_s")
-    if capacity_added or (rb and ra and ra > rb * (1 + load_tolerance)):
+    if capacity_added or (load_tolerance is not None and rb and ra and ra > rb * (1 + load_tolerance)):
         return evidence
     bound = after.get("bound_s", before.get("bound_s"))
     lb, la = before.get("latency_s"), after.get("latency_s")

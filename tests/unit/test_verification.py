@@ -73,3 +73,4 @@ def test_what_the_load_or_added_capacity_explains_is_not_harm():
     assert judge_harm(before, {**after, "rate_rows_s": 5.6}) == []
     assert judge_harm(before, {**after, "rate_rows_s": 5.4})  # within the tolerance: harm
     assert judge_harm(before, {**after, "rate_rows_s": 5.6}, load_tolerance=0.2)
+    assert judge_harm(before, {**after, "rate_rows_s": 5.6}, load_tolerance=None)  # a knob that moves the rate
