@@ -18,8 +18,9 @@ the change on) is compared with its health when the decision was taken (``inputs
 change that made the job measurably worse is rolled back to the previous value by a new decision and
 directive (``inputs.rollback_of``), marked ``rolled-back`` with the evidence in its outcome, and the
 same change is refused for the policy's ``rollback_cooloff_s``. A decision is verified once the
-quantities measured before are measured again (at most ``VERIFY_WAIT_INTERVALS`` intervals late). Only the knob's latest change is rolled back: once a newer
-decision moved the knob again, harm is reported (``harmful``), not undone.
+quantities measured before are measured again (at most ``VERIFY_WAIT_INTERVALS`` intervals late).
+Only the knob's latest change is rolled back: once a newer decision moved the knob again, harm is
+reported (``harmful``), not undone.
 
 Before the policies run, the job's cluster profile (``aggregators.cluster_profile``: provisioning
 delay, executor warm-up, driver overhead) is measured and stored; the views carry it.
@@ -44,11 +45,9 @@ from spark_governor.aggregators.models import batches, decisions, jobs, policy_c
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import guard, judge_effect, next_history
-from spark_governor.policies.verification import RATE_NEUTRAL_KNOBS, judge_harm, snapshot, verification
+from spark_governor.policies.verification import confounders, judge_harm, snapshot, verification
 
 log = logging.getLogger("spark_governor.governor")
-#: an arrival-rate rise beyond this fraction explains a worse latency after an executor change
-LOAD_TOLERANCE = 0.1
 #: errors that mean the database is unreachable, not that one job or policy failed
 DATABASE_DOWN = (OperationalError, InterfaceError)
 
@@ -190,10 +189,7 @@ class Governor:
         unmeasured = any(k in before and k not in after for k in ("latency_s", "batch_s", "max_mean_load"))
         if not late and unmeasured:
             return None
-        added = (d.knob == "executors" and isinstance(d.new_value, (int, float))
-                 and isinstance(d.old_value, (int, float)) and d.new_value > d.old_value)
-        harm = judge_harm(before, after, capacity_added=added,
-                          load_tolerance=LOAD_TOLERANCE if d.knob in RATE_NEUTRAL_KNOBS else None)
+        harm = judge_harm(before, after, **confounders(d.knob, d.old_value, d.new_value))
         latest = next((x for x in repo.current_directives(conn, job_id) if x["knob"] == d.knob), None)
         rollback = (cfg.rollback and d.mode == "act" and not (d.inputs or {}).get("rollback_of")
                     and d.old_value is not None and latest is not None and latest["decision_id"] == d.id)

@@ -96,6 +96,14 @@ def _keeps_up(s: dict, growth_limit: float) -> Optional[bool]:
     return None
 
 
+def confounders(knob: str, old, new, load_tolerance: float = 0.1) -> dict:
+    """:func:`judge_harm`'s keywords for a change of ``knob`` from ``old`` to ``new`` (module docstring):
+    ``capacity_added`` for more executors, ``load_tolerance`` only for knobs in :data:`RATE_NEUTRAL_KNOBS`."""
+    numeric = isinstance(old, (int, float)) and isinstance(new, (int, float))
+    return {"capacity_added": knob == "executors" and numeric and new > old,
+            "load_tolerance": load_tolerance if knob in RATE_NEUTRAL_KNOBS else None}
+
+
 def judge_harm(before: dict, after: dict, *, backlog_growth: float = 0.05, balance_fraction: float = 0.1,
                capacity_added: bool = False, load_tolerance: Optional[float] = 0.1) -> list[str]:
     """The ways the job got measurably worse from ``before`` to ``after`` (two :func:`snapshot` s), in

@@ -1,6 +1,6 @@
 """Verified actions (policies.verification): the job's health before vs after a change, and the verdict."""
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, PartitionBatchStats
-from spark_governor.policies.verification import judge_harm, snapshot, verification
+from spark_governor.policies.verification import confounders, judge_harm, snapshot, verification
 
 NOW = 2_000_000_000
 
@@ -74,3 +74,11 @@ def test_what_the_load_or_added_capacity_explains_is_not_harm():
     assert judge_harm(before, {**after, "rate_rows_s": 5.4})  # within the tolerance: harm
     assert judge_harm(before, {**after, "rate_rows_s": 5.6}, load_tolerance=0.2)
     assert judge_harm(before, {**after, "rate_rows_s": 5.6}, load_tolerance=None)  # a knob that moves the rate
+
+
+def test_confounders_follow_the_knob_and_the_direction():
+    assert confounders("executors", 2, 4) == {"capacity_added": True, "load_tolerance": 0.1}
+    assert confounders("executors", 4, 2) == {"capacity_added": False, "load_tolerance": 0.1}
+    # a batch interval moves a paced source's measured rate: no load excuse, and never "capacity"
+    assert confounders("batch_interval", 1.0, 8.0) == {"capacity_added": False, "load_tolerance": None}
+    assert confounders("executors", None, 2) == {"capacity_added": False, "load_tolerance": 0.1}
