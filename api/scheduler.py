@@ -16,6 +16,7 @@ nothing), so each skipped run is counted once across workers.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable, Optional
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES
@@ -97,8 +98,13 @@ def build_scheduler(engine: Engine, retention_s: float, retention_interval_s: fl
     if governor is not None:
         evaluations = _Skips("policy evaluation", metrics.evaluations_skipped)
 
+        def evaluate_timed() -> None:
+            started = time.perf_counter()
+            governor.evaluate_all()
+            metrics.evaluation_runs.observe(time.perf_counter() - started)
+
         def evaluate() -> None:
-            evaluations.run(leading, governor.evaluate_all)
+            evaluations.run(leading, evaluate_timed)
 
         scheduler.add_job(evaluate, "interval", seconds=governor.evaluation_interval_s,
                           id="policies", max_instances=1, coalesce=True)

@@ -9,23 +9,27 @@ scheduler evaluates them while the load runs.
 Printed: offered vs achieved reports per second, accepted vs stored (counted in the database after
 the run), p50/p99 answer time, the server's CPU seconds per report (its processes' user + system
 time from ``/proc``), and for a PostgreSQL on this machine the database's too (the postmaster found
-as the parent of a backend, ``pg_backend_pid()``; every process of that cluster), errors by kind, and
-the load average of the machine.
+as the parent of a backend, ``pg_backend_pid()``; every process of that cluster), the load generator's
+own CPU per report (it shares the machine), the policy evaluation runs during the load (from the
+server's ``/metrics``: how many, their mean and longest bucket, and whether any overran the evaluation
+interval), errors by kind, and the load average of the machine.
 """
 from __future__ import annotations
 
 import gzip
 import http.client
-import json
 import os
 import queue
 import random
+import resource
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional
+
+import orjson
 
 TOKEN = "bench-load-report-token"
 ADMIN = "bench-load-admin-token"
@@ -50,6 +54,12 @@ class LoadResult:
     elapsed_s: float = 0.0  # from the first offered report to the last answer
     server_cpu_s: float = 0.0
     database_cpu_s: Optional[float] = None  # PostgreSQL on this machine: its processes' CPU seconds
+    generator_cpu_s: float = 0.0  # this process (the simulated reporters), while the load ran
+    evaluation_interval_s: float = 10.0
+    evaluation_runs: int = 0  # policy evaluation runs that finished while the load ran
+    evaluation_run_mean_s: Optional[float] = None
+    evaluation_runs_over_interval: int = 0  # runs longer than the evaluation interval
+    evaluations_skipped: int = 0  # runs skipped (the previous one still going, or the database failed them)
     loadavg_before: tuple = ()
     loadavg_after: tuple = ()
 
@@ -72,10 +82,15 @@ class LoadResult:
             return None
         return 1000 * self.database_cpu_s / self.accepted
 
+    @property
+    def generator_cpu_ms_per_report(self) -> Optional[float]:
+        return 1000 * self.generator_cpu_s / self.offered if self.offered else None
+
     def as_dict(self) -> dict:
         return {**asdict(self), "offered_per_s": self.offered_per_s, "achieved_per_s": self.achieved_per_s,
                 "cpu_ms_per_report": self.cpu_ms_per_report,
                 "database_cpu_ms_per_report": self.database_cpu_ms_per_report,
+                "generator_cpu_ms_per_report": self.generator_cpu_ms_per_report,
                 "achieved_ratio": self.accepted / self.offered if self.offered else None}
 
 
@@ -195,6 +210,36 @@ def _sender(host: str, port: int, work: "queue.Queue", out: list, lock: threadin
                 out.append((elapsed + max(0.0, lateness), dup, lateness))
 
 
+def _self_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (not of its children: ``serve`` is counted apart)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _evaluation_figures(metrics_text: str, interval_s: float) -> tuple[int, float, int, int]:
+    """From a ``/metrics`` answer: (evaluation runs, their summed seconds, runs longer than ``interval_s``,
+    skipped runs of every reason), from ``spark_governor_evaluation_run_seconds`` and
+    ``spark_governor_evaluations_skipped_total``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    runs, total, skipped = 0, 0.0, 0
+    within: dict[float, int] = {}  # bucket bound (s) -> runs at most that long
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == "spark_governor_evaluation_run_seconds_count":
+                runs += int(sample.value)
+            elif sample.name == "spark_governor_evaluation_run_seconds_sum":
+                total += sample.value
+            elif sample.name == "spark_governor_evaluation_run_seconds_bucket":
+                le = float(sample.labels["le"])
+                within[le] = within.get(le, 0) + int(sample.value)
+            elif sample.name == "spark_governor_evaluations_skipped_total":
+                skipped += int(sample.value)
+    # the largest bucket that ends within the interval (exact for the default 10 s, a bucket bound)
+    bound = max((le for le in within if le <= interval_s), default=None)
+    return runs, total, runs - (within[bound] if bound is not None else 0), skipped
+
+
 def _configure_policies(url: str, jobs: list[str], share: float) -> int:
     import requests
 
@@ -243,7 +288,8 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
          "--token", f"bench:report={TOKEN}", "--token", f"admin={ADMIN}"],
         stdout=log, stderr=log, env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"})
     url = f"http://127.0.0.1:{port}"
-    result = LoadResult(jobs=jobs, seconds=seconds, db=db_url.split("://")[0], workers=workers, tasks=tasks)
+    result = LoadResult(jobs=jobs, seconds=seconds, db=db_url.split("://")[0], workers=workers, tasks=tasks,
+                        evaluation_interval_s=evaluation_s)
     try:
         wait_healthy(url, 90, proc=proc)
         run = f"load{int(time.time()) % 100000}-"
@@ -252,7 +298,7 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         rng = random.Random(0)
         session = requests.Session()
         for name in names:
-            body = gzip.compress(json.dumps(job_report(name, name, 1, tasks, int(time.time() * 1000), rng)).encode(), 1)
+            body = gzip.compress(orjson.dumps(job_report(name, name, 1, tasks, int(time.time() * 1000), rng)), 1)
             session.post(url + "/api/v1/reports", data=body, timeout=60, headers={
                 "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"}).raise_for_status()
         configured = _configure_policies(url, names, policy_share)
@@ -272,6 +318,8 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         postmaster = _postmaster_pid(db_url)
         cpu0 = _cpu_seconds(proc.pid)
         db_cpu0 = _cpu_seconds(postmaster) if postmaster else None
+        metrics0 = _evaluation_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        self_cpu0 = _self_cpu_seconds()
         start = time.monotonic()
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
         seqs = [1] * jobs
@@ -282,8 +330,8 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
                 if delay > 0:
                     time.sleep(delay)
                 seqs[i] += 1
-                body = gzip.compress(json.dumps(job_report(names[i], names[i], seqs[i], tasks,
-                                                           int(time.time() * 1000), rng)).encode(), 1)
+                body = gzip.compress(orjson.dumps(job_report(names[i], names[i], seqs[i], tasks,
+                                                             int(time.time() * 1000), rng)), 1)
                 works[i % n_senders].put((due, body))
                 result.offered += 1
         for work in works:
@@ -292,9 +340,16 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
             t.join(120)
         result.elapsed_s = time.monotonic() - start
         result.server_cpu_s = _cpu_seconds(proc.pid) - cpu0
+        result.generator_cpu_s = _self_cpu_seconds() - self_cpu0
         if postmaster and db_cpu0 is not None:
             result.database_cpu_s = _cpu_seconds(postmaster) - db_cpu0
         result.loadavg_after = os.getloadavg()
+        metrics1 = _evaluation_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        runs, total = metrics1[0] - metrics0[0], metrics1[1] - metrics0[1]
+        result.evaluation_runs = runs
+        result.evaluation_run_mean_s = total / runs if runs else None
+        result.evaluation_runs_over_interval = metrics1[2] - metrics0[2]
+        result.evaluations_skipped = metrics1[3] - metrics0[3]
         latencies = sorted(a[0] for a in answers)
         result.answered = len(answers)
         result.accepted = sum(1 for a in answers if not a[1])
@@ -323,6 +378,11 @@ def format_result(r: LoadResult) -> str:
         + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a")
         + (f"; database CPU {r.database_cpu_s:.1f} s = {r.database_cpu_ms_per_report:.2f} ms per report"
            if r.database_cpu_ms_per_report is not None else ""),
+        f"load generator CPU {r.generator_cpu_s:.1f} s = "
+        + (f"{r.generator_cpu_ms_per_report:.2f} ms per report" if r.generator_cpu_ms_per_report else "n/a"),
+        f"policy evaluation runs {r.evaluation_runs} (every {r.evaluation_interval_s:g} s), mean "
+        + (f"{r.evaluation_run_mean_s:.3f} s" if r.evaluation_run_mean_s is not None else "n/a")
+        + f", {r.evaluation_runs_over_interval} longer than the interval, {r.evaluations_skipped} skipped",
         f"errors {sum(r.errors.values())} {r.errors or ''}",
         "load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} ({} cores)".format(
             *r.loadavg_before, *r.loadavg_after, os.cpu_count()),

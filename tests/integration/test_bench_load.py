@@ -10,14 +10,19 @@ from spark_governor.bench.load import format_result, run_load
 
 def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
     lines: list[str] = []
-    r = run_load(jobs=4, seconds=2, db_url=sqlite_url, workers=1, threads=4, tasks=10, policy_share=0.5,
-                 out=lines.append)
+    r = run_load(jobs=4, seconds=3, db_url=sqlite_url, workers=1, threads=4, tasks=10, policy_share=0.5,
+                 evaluation_s=1.0, out=lines.append)
     assert "4 jobs (2 with a policy)" in lines[0]
-    assert r.offered == 8 and r.answered == 8
-    assert r.accepted == r.stored == 8 and r.duplicates == 0 and r.errors == {}
+    assert r.offered == 12 and r.answered == 12
+    assert r.accepted == r.stored == 12 and r.duplicates == 0 and r.errors == {}
+    # the policies were evaluated while the load ran (the scheduler's run histogram on /metrics)
+    assert r.evaluation_runs >= 1 and r.evaluation_run_mean_s > 0
+    assert 0 <= r.evaluation_runs_over_interval <= r.evaluation_runs
+    assert r.generator_cpu_s > 0 and r.generator_cpu_ms_per_report > 0
     assert r.p50_s is not None and 0 < r.p50_s <= r.p99_s
     assert r.server_cpu_s > 0 and r.cpu_ms_per_report > 0
     assert r.database_cpu_s is None  # SQLite: no separate database server
     text = format_result(r)
-    assert re.search(r"accepted\s+8\s+stored\s+8 ", text), text
+    assert re.search(r"accepted\s+12\s+stored\s+12 ", text), text
+    assert "policy evaluation runs" in text and "load generator CPU" in text
     assert "0 answered as duplicates" in text and "ms per report" in text
