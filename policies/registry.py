@@ -1,9 +1,14 @@
 """Policies available to the control plane, loaded from the entry-point group
 ``spark_governor.policies`` (``name = "package.module:PolicyClass"``), so a third party can ship a
-policy in its own distribution."""
+policy in its own distribution.
+
+The group is read once per process: scanning the installed distributions' metadata cost ~5 ms, which
+every policy evaluation paid (about 40 % of an evaluation run). A policy installed while the control
+plane runs is found after a restart."""
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from importlib.metadata import entry_points
 
 from pydantic import ValidationError
@@ -24,7 +29,14 @@ class InvalidConfig(ValueError):
 
 
 def load_policies() -> tuple[dict[str, type[Policy]], dict[str, str]]:
-    """(name → policy class, name → load error) for every entry point of the group."""
+    """(name → policy class, name → load error) for every entry point of the group (read once per
+    process; the dicts are the caller's own)."""
+    found, errors = _discover()
+    return dict(found), dict(errors)
+
+
+@lru_cache(maxsize=1)
+def _discover() -> tuple[dict[str, type[Policy]], dict[str, str]]:
     found: dict[str, type[Policy]] = {}
     errors: dict[str, str] = {}
     for ep in entry_points(group=GROUP):
