@@ -15,7 +15,8 @@ Model (kept simple on purpose):
 * A batch started at s holds the rows that arrived in (cut, s], cut being the start of the
   previous batch (0 for the first); then cut := s.
 * A batch is one stage of ``partitions`` (N) tasks: partition i holds ⌊rows/N⌋ rows, the first
-  rows mod N one more. Task i's service (run) time is rows_i × row_cost_s × b × ε_i: b ~ lognormal
+  rows mod N one more. Task i's service (run) time is (task_overhead_s + rows_i × row_cost_s) × b × ε_i
+  (``task_overhead_s``: a fixed cost per task, inside the task, 0 by default): b ~ lognormal
   with mean 1 and shape ``noise_sigma`` (one draw per batch, as before), ε_i ~ lognormal with mean 1
   and shape ``task_noise_sigma`` (N draws per batch; 0 disables either), from one seeded numpy
   Generator, so every policy sees the same draws per batch index. The driver first spends
@@ -132,6 +133,10 @@ class Simulation:
         self.control = SimControlPlane(controller, params)
         self.timeline = [(0.0, self.s.registered, self.s.allocated)]
         self._next_id = 0
+        # cluster profile (SimParams.cluster_profile): directive ms of each request (by arrival ms), the
+        # scale-outs registered but not measured yet ([directive ms, registered ms]), the measured delays
+        self._directive_at: dict[int, int] = {}
+        self._unmeasured: list[list[int]] = []
 
     @property
     def stats(self) -> list[BatchStats]:
@@ -190,7 +195,7 @@ class Simulation:
                else np.ones(parts))
         task_rows = np.full(parts, rows // parts, dtype=np.int64)
         task_rows[:rows % parts] += 1
-        service = task_rows * p.row_cost_s * noise * eps
+        service = (p.task_overhead_s + task_rows * p.row_cost_s) * noise * eps
         submit_s = p.overhead_s * noise
         post = round(1000 * p.driver_overhead_s)
         warm, execs = None, None
@@ -233,6 +238,11 @@ class Simulation:
             for e in self.s.execs:
                 e[2] = max(0, e[2] - int(ran.get(e[0], 0)))
         self.control.fold_stage(r)
+        if self._unmeasured:  # scale-outs whose executors ran this batch's tasks: directive → tasks done
+            done = r.end - r.post
+            ran = [u for u in self._unmeasured if u[1] < done]
+            self.control.provisioning += [(done - d) / 1000.0 for d, _ in ran]
+            self._unmeasured = [u for u in self._unmeasured if u[1] >= done]
         self.batches.append(self._record(r))
         processing_s = (r.end - r.start) / 1000.0
         self.stats.append(BatchStats(
@@ -252,6 +262,8 @@ class Simulation:
     # -- executors --------------------------------------------------------------------------
     def _arrive(self, t: int) -> None:
         joined = sum(c for a, c in self.s.requests if a <= t)
+        self._unmeasured += [[self._directive_at.pop(a, a - round(self.p.up_delay_s * 1000)), t]
+                             for a, c in self.s.requests if a <= t and c]
         self.s.registered += joined
         for _ in range(joined):
             self.s.execs.append([self.s.next_exec, t, self.p.warmup_tasks])
@@ -304,6 +316,7 @@ class Simulation:
             extra = new - s.target
             if extra:
                 s.requests.append([t + round(self.p.up_delay_s * 1000), extra])
+                self._directive_at[s.requests[-1][0]] = t
             return
         drop = s.target - new
         while drop and s.requests:

@@ -41,6 +41,14 @@ policies plugged in unchanged (:class:`Controller`, :class:`StaticPolicy`).
   batches with rows in 600 s); backlog growth = least-squares slope of the backlog right after each
   completed batch over the last max(view span, 30 s) (``aggregators.liveness.slope``); arrival rate
   = rows arrived over the last 10 s / 10; completed batches within the view's span.
+* The job's cluster profile (``SimParams.cluster_profile``; ``aggregators.cluster_profile``, carried
+  as ``policies.cluster_inputs.ClusterInputs`` on a ``ClusteredJobView``, with the direction of the
+  latest executor decision): what the control plane would have measured by ``t`` — the provisioning
+  delay (mean over the scale-outs whose executors ran a batch's tasks: directive → the end of that
+  batch's tasks, ``bench.scaling_sim`` records it), the warm-up (factor; duration ``warmup_s``, else
+  ``warmup_tasks`` × factor × the latest window's mean task service) once a scale-out registered, the
+  driver overhead (``overhead_s`` + ``driver_overhead_s``) once a batch completed. Without it (the
+  default) the view has no profile and Kingman uses the paper's model, as before.
 
 Only the ``executors`` knob is actuated; proposals for other knobs are ignored. Units: t in integer
 milliseconds since the source started, seconds in the view and in the issued ``Action`` records
@@ -61,6 +69,7 @@ from spark_governor.aggregators.liveness import MIN_TREND_WINDOW_S, RATE_BATCHES
 from spark_governor.aggregators.view import _wait as stage_wait
 from spark_governor.aggregators.welford import Moments
 from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
+from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInputs
 from spark_governor.policies.base import (
     BatchStats,
     ConstraintStats,
@@ -146,6 +155,7 @@ class SimControlPlane:
         self.windows: dict[int, _Window] = {}  # window start (ms) -> statistics
         self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
         self.troughs: list[tuple[float, float]] = []  # (batch end s, rows not processed then), live view
+        self.provisioning: list[float] = []  # measured directive → first tasks done on new executors (s)
 
     def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived) -> LiveStats:
         """The job's live state at ``t`` (module docstring): ``running`` the batch in flight, ``cut``
@@ -282,6 +292,22 @@ class SimControlPlane:
             attainment=sum(x <= bound for x in lat) / len(lat) if lat else None,
             source=measured[-1].source if measured else None)
 
+    def cluster(self) -> ClusterInputs | None:
+        """The job's cluster profile as measured so far (``SimParams.cluster_profile``), or None."""
+        p = self.p
+        if not p.cluster_profile:
+            return None
+        prov = sum(self.provisioning) / len(self.provisioning) if self.provisioning else None
+        warm_f = warm_s = None
+        if self.provisioning and p.warmup:
+            warm_f = p.warmup_factor
+            filled = [k for k, w in self.windows.items() if w.tasks]
+            mean_task = self.windows[max(filled)].service.mean if filled else None
+            warm_s = p.warmup_s or (p.warmup_tasks * p.warmup_factor * mean_task if mean_task else None)
+        overhead = p.overhead_s + p.driver_overhead_s if self.stats else None
+        return ClusterInputs(provisioning_delay_s=prov, warmup_factor=warm_f, warmup_s=warm_s,
+                             driver_overhead_s=overhead)
+
     def view(self, t: int, registered: int, live=None) -> JobView:
         """The ``JobView`` at ``t`` with ``registered`` executors; ``live(span_s)`` gives the live state
         (``SimParams.live_view``; None: no live state)."""
@@ -290,7 +316,11 @@ class SimControlPlane:
                      getattr(cfg, "scaling_interval_s", 0) or 0, self.p.window_ms / 1000.0)
         lo = bisect_left(self.stats, t - 3_600_000, key=lambda b: b.trigger_ms)
         batches = tuple(self.stats[max(lo, len(self.stats) - 500):])
-        return JobView(job="sim", now_ms=t, window_s=span_s, stages=self.stage_stats(t, span_s, registered),
+        last = self.decisions[-1] if self.decisions else None
+        return ClusteredJobView(
+                       cluster=self.cluster(),
+                       last_executor_direction=0 if last is None else (1 if last.new > last.old else -1),
+                       job="sim", now_ms=t, window_s=span_s, stages=self.stage_stats(t, span_s, registered),
                        batches=batches,
                        directives={KNOB: self.directive} if self.directive else {},
                        executors=registered, slots=registered * self.p.cores_per_executor,

@@ -46,6 +46,14 @@ class SimParams:
     # unchanged (no noise) to every batch's duration. 0: today's model, where ``overhead_s`` is the
     # only non-task time.
     driver_overhead_s: float = 0.0
+    # Fixed service time of every task, seconds per task, on top of its rows × ``row_cost_s`` (task
+    # deserialisation, the Python worker's per-partition set-up, the shuffle write and the state store
+    # of a partition): *inside* the task, so the control plane's stage statistics (service time, busy
+    # slot-seconds per record) see it, unlike ``driver_overhead_s``. Measured on the standalone
+    # cluster (issue 14): the tasks' busy seconds per row were 1.2e-4 while the batch durations grew
+    # by 0.9e-4 per row; with the whole difference put outside the tasks, the busy time per record
+    # policies size on (DS2's true processing rate) read 25 % low. 0: today's model.
+    task_overhead_s: float = 0.0
     # Warm-up of a new executor (Python workers, JIT, state-store load; issue 14): a task launched on an
     # executor registered during the run is slower by ``warmup_factor`` while that executor has run
     # fewer than ``warmup_tasks`` tasks OR within ``warmup_s`` seconds of its registration. Executors
@@ -58,6 +66,14 @@ class SimParams:
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)
     # act in the simulator too. False: no live state (the view as before; today's results).
     live_view: bool = False
+    # The job's measured cluster profile in the view (issue 14, "Learn the cluster from the job";
+    # ``policies.cluster_inputs``), as the control plane measures it from the job's own events: the
+    # provisioning delay once a scale-out's executors have finished a batch's tasks (directive → end of
+    # the first batch's tasks they ran: directive → first task finished), the warm-up once such an
+    # executor exists (``warmup_factor``; its duration ``warmup_s``, else ``warmup_tasks`` of the mean
+    # task's time slowed), the driver overhead (``overhead_s`` + ``driver_overhead_s``) once a batch
+    # completed. False: no profile (Kingman's cluster model then uses the paper's model).
+    cluster_profile: bool = False
     eval_interval_s: float = 10.0  # control plane's default evaluation interval
     window_ms: int = 5000  # control plane's statistics window
     min_executors: int = 1
@@ -84,9 +100,11 @@ class SimParams:
 
     def processing_s(self, rows: float, executors: int) -> float:
         """Noise-free processing time (s) of a batch of ``rows`` on ``executors`` (warm) executors:
-        overhead + waves × task time + driver overhead (exact when rows is a multiple of the partitions)."""
+        overhead + waves × task time + driver overhead (exact when rows is a multiple of the partitions);
+        a task's time is ``task_overhead_s`` + its rows × ``row_cost_s``."""
         waves = math.ceil(self.partitions / self.slots(executors))
-        return self.overhead_s + waves * rows / self.partitions * self.row_cost_s + self.driver_overhead_s
+        return (self.overhead_s + waves * (self.task_overhead_s + rows / self.partitions * self.row_cost_s)
+                + self.driver_overhead_s)
 
     def executors_for_rate(self, rate: float) -> int:
         """Fewest executors in [min, max] that process a trigger interval of ``rate`` rows/s within it."""

@@ -73,8 +73,14 @@ of that delay (:func:`peak_load`), and never while a backlog is being worked off
 (:meth:`KingmanPolicy._scale_down_blocked`); no scale-up within ``after_scale_down_s`` of a
 scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._disrupted_by_scale_down`).
 One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
-met while a scale-out takes effect. Without a profile (or ``cluster_model=False``) the
-overhead terms are 0 and no trend is used: the paper's model; the lazy scale-down applies to both.
+met while a scale-out takes effect. A scale-out must also keep the bound while its new executors
+warm up (``warmup_sizing``; :func:`warm_equivalent`, :meth:`KingmanPolicy._warmup_sized`: the pool
+counted as the warm executors it is worth over one interval, from the measured warm-up factor and
+duration), else it adds executors. With ``live_rate`` (off by default) the plan is also made for the
+source's arrival rate in the live state when it exceeds the completed batches' (:func:`live_load`: a
+rate step is then sized for before the first batch at the new rate completes). Without a profile
+(or ``cluster_model=False``) the overhead terms are 0 and no trend is used: the paper's model; the
+lazy scale-down applies to both.
 
 **Local mode** (``local[N]``: no executors, the knob not actuatable; ``JobView.local_slots``): the
 same plan in task slots (one slot per "executor"), e.g. "2 → 4 task slots …; local mode: 2 task
@@ -152,6 +158,12 @@ class KingmanConfig(SafetyConfig):
                                                               "flight is older than twice the bound")
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
+    live_rate: bool = Field(False, description="Also size for the source's arrival rate of the live state "
+                                               "when above the completed batches' (a rate step not yet in a "
+                                               "completed batch; see live_load)")
+    warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
+                                                  "keep the bound while its new executors are still slow, "
+                                                  "else it adds executors (see warm_equivalent)")
     backlog_tolerance_intervals: float = Field(1.5, gt=0, description="No scale-down while the rows waiting are "
                                                                       "more than this many trigger intervals of "
                                                                       "arrivals (a backlog being worked off)")
@@ -230,6 +242,46 @@ def load_growth(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> 
     if not rate or slope is None or slope <= 0:
         return 1.0
     return min(cfg.max_load_growth, 1.0 + slope * (delay_s + (cfg.rate_span_s or view.window_s) / 2.0) / rate)
+
+
+def live_load(view: JobView, cfg: KingmanConfig) -> float:
+    """The source's arrival rate in the live state (``LiveStats.arrival_rows_per_second``: rows
+    arriving now, reported between batches) over the completed batches' (:func:`arrival_rate` over
+    ``rate_span_s``), ≥ 1 (a measured rate, not an extrapolation: not capped by ``max_load_growth``);
+    1 without either. A rate step shows in the live
+    rate within a reporting interval, in the completed batches only once the first batch at the new
+    rate has run (issue #14, "See the job between batches"); the thesis measures Ā at the input of a
+    vertex from items already sent to it (§4.6.2), the same quantity — here read before the batch."""
+    live = view.live
+    if live is None or not live.arrival_rows_per_second:
+        return 1.0
+    rate = arrival_rate(view, cfg.rate_span_s)
+    if not rate:
+        return 1.0
+    return max(1.0, live.arrival_rows_per_second / rate)
+
+
+def warm_equivalent(cluster: Optional[ClusterInputs], current: int, target: int, horizon_s: float) -> float:
+    """The warm executors' worth (≥ ``current``, ≤ ``target``) of a pool of ``target`` executors,
+    ``target − current`` of them new and warming up: over the next ``horizon_s`` seconds (the time
+    between batch starts) a new executor works ``warmup_factor`` times slower for its measured
+    ``warmup_s`` (``aggregators.cluster_profile``), so it delivers η = 1 − min(1, warmup_s/horizon)·(1 −
+    1/factor) of a warm one: ``current + (target − current)·η``. ``target`` itself without a measured
+    warm-up (factor ≤ 1 or no duration), for a scale-in or without a horizon.
+
+    Not in the thesis: its workers start and work at full speed in well under a second (§4.6.4, "almost
+    instantly visible"), so Algorithm 8 sizes for the steady state only. On Spark a new executor starts
+    Python workers and loads state first (issue #14; measured on the standalone cluster: the first
+    tasks 1.1–2.8× the steady service for 4–7 s), and the batch that runs on it then is the one a
+    scale-out was for. Averaging the slowdown over one interval is this project's approximation: the
+    latency bound is on the mean over a constraint span (one to two batches), not on every task."""
+    if cluster is None or target <= current or not horizon_s or horizon_s <= 0:
+        return float(target)
+    f, d = cluster.warmup_factor, cluster.warmup_s
+    if not f or f <= 1.0 or not d or d <= 0:
+        return float(target)
+    eta = 1.0 - min(1.0, d / horizon_s) * (1.0 - 1.0 / f)
+    return current + (target - current) * eta
 
 
 def peak_load(view: JobView, cfg: KingmanConfig, span_s: float) -> float:
@@ -433,6 +485,43 @@ class KingmanPolicy(Policy):
                 return False
         return True
 
+    def _warmup_sized(self, plan: dict, current: int, target: int, useful: int, cfg: KingmanConfig,
+                      cluster: ClusterInputs, horizon_s: float) -> tuple[int, Optional[dict]]:
+        """A scale-out ``current → target`` checked for the time its new executors warm up (issue #14:
+        "a scale-out is sized for the load expected when the new executors will be working"): every
+        constraint's latency predicted on the warming pool — as many executors as it is worth warm,
+        :func:`warm_equivalent` — must stay within its bound (and every stage under ρ = 1); else one
+        more executor, up to ``useful`` (the most the stages' tasks can use). It never goes past the
+        size whose warming pool is worth ``target`` warm executors (there the steady check holds), and
+        adds nothing when the steady model cannot keep the bound at ``target`` (the plan's
+        infeasibility, not the warm-up's). Returns (executors, record for the decision) — the record
+        None without a measured warm-up. The steady sizing (plan, spare, rate trend) is unchanged; this
+        only adds where the warm-up would break the bound."""
+        if warm_equivalent(cluster, current, current + 1, horizon_s) >= current + 1:
+            return target, None
+        spe = plan["slots_per_executor"]
+
+        def check(executors: float) -> tuple[bool, Optional[float]]:
+            ok, worst = True, None
+            for name, (models, fixed) in plan["models"].items():
+                lat, rho = self.predict(models, fixed, executors, spe)
+                if lat is not None:
+                    worst = lat if worst is None else max(worst, lat)
+                if lat is None or rho >= 1.0 or lat > plan["constraints"][name]["bound_s"]:
+                    ok = False
+            return ok, worst
+
+        chosen = target
+        worth = warm_equivalent(cluster, current, chosen, horizon_s)
+        ok, latency = check(worth)
+        if check(target)[0]:
+            while not ok and chosen < useful:
+                chosen += 1
+                worth = warm_equivalent(cluster, current, chosen, horizon_s)
+                ok, latency = check(worth)
+        return chosen, {"factor": cluster.warmup_factor, "duration_s": cluster.warmup_s, "horizon_s": horizon_s,
+                        "worth_executors": worth, "latency_s": latency, "added": chosen - target}
+
     @staticmethod
     def _scale_down_blocked(view: JobView, cfg: KingmanConfig) -> Optional[str]:
         """Why no scale-down may happen now, or None (issue #14; the thesis scales down at once, its
@@ -472,6 +561,11 @@ class KingmanPolicy(Policy):
         plan = self.plan(view, cfg)
         if plan is not None:
             wanted = max(wanted, plan["executors"])
+        surge = live_load(view, cfg) if cfg.live_rate else 1.0
+        if surge > 1.0:  # the rate arriving now, ahead of the completed batches
+            now = self.plan(view, cfg, surge)
+            if now is not None:
+                wanted = max(wanted, now["executors"])
         new = int(within_bounds(wanted, cfg))
         if new <= current:
             return []  # at the maximum: nothing to add, and never a scale-down now
@@ -531,12 +625,23 @@ class KingmanPolicy(Policy):
             return []
         cluster = cluster_of(view) if config.cluster_model else None
         delay = provisioning_delay_s(cluster, config) if config.cluster_model else None
+        surge = live_load(view, config) if config.live_rate else 1.0
+        if surge > 1.0:  # the rate arriving now, ahead of the completed batches
+            now = self.plan(view, config, surge)
+            extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else spare
+            if now is not None and now["executors"] + extra > target:
+                plan, target = now, min(now["executors"] + extra, max(useful, now["executors"]))
         growth = 1.0
         if target > current:  # sized for the load when the new executors will be working
             growth = load_growth(view, config, delay)
             future = self.plan(view, config, growth) if growth > 1.0 else None
             if future is not None and future["executors"] > target:
                 plan, target = future, future["executors"]
+        warm = None
+        if (target > current and config.warmup_sizing and cluster is not None
+                and not any(c["bottleneck"] for c in plan["constraints"].values())):
+            target, warm = self._warmup_sized(plan, current, target, useful, config, cluster,
+                                              2 * trigger_wait_s(view, config))
         cons = plan["constraints"]
         if target < current:
             if any(c["bottleneck"] for c in cons.values()):
@@ -582,7 +687,14 @@ class KingmanPolicy(Policy):
                   "load_growth": growth, "provisioning_delay_s": delay}
         if growth > 1.0:
             reason += f"; sized for {growth:.2f}× the arrival rate (trend over {delay:.1f} s of provisioning)"
+        if warm is not None:
+            inputs["warmup"] = warm
+            if warm["added"]:
+                reason += (f"; {warm['added']} more for the new {view.executor_unit}' warm-up "
+                           f"(×{warm['factor']:.2f} for {warm['duration_s']:.1f} s)")
         prediction = {"constraints": predicted, "utilization": max(utilization.values())}
+        if warm is not None and warm.get("latency_s") is not None:
+            prediction["warmup_latency_s"] = warm["latency_s"]
         if predicted[first] is not None:
             prediction["latency_s"] = predicted[first]
             prediction["terms"] = self.latency_terms(view, config, cluster, predicted[first], queue_at[first])

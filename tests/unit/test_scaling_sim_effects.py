@@ -185,3 +185,38 @@ def test_live_view_lets_a_policy_scale_out_before_the_batch_completes():
     first = res.actions[0]
     assert "in flight" in first.reason and first.new > first.old
     assert any(b.start_s < first.t_s < b.end_s for b in res.batches)
+
+
+def test_task_overhead_is_inside_the_task_where_the_stage_statistics_see_it():
+    """``task_overhead_s`` (a fixed time per task): each task of 1 000 rows takes 0.5 + 1.0 s, and the
+    stage's service time and busy time hold it (unlike the driver overhead, which is outside)."""
+    sim = Simulation(rate, 60.0, static_ctrl(2), SimParams(**QUIET, task_overhead_s=0.5))
+    sim.run()
+    stage = sim.view(60_000).stages[0]
+    assert stage.service_mean_s == pytest.approx(1.5)
+    assert sim.stats[-1].processing_s == pytest.approx(1.5)  # 2 tasks on 2 slots: one wave
+    assert SimParams(**QUIET, task_overhead_s=0.5).processing_s(2000, 1) == pytest.approx(3.0)  # two waves
+    # busy slot-seconds per record (DS2's true processing rate): (0.5 + 1.0) s per 1 000 rows
+    assert stage.records_in_per_second / (stage.utilization * stage.parallelism) == pytest.approx(1000 / 1.5)
+
+
+def test_cluster_profile_is_what_the_control_plane_has_measured_by_then():
+    params = SimParams(**QUIET, up_delay_s=3.0, driver_overhead_s=0.25, warmup_factor=2.0, warmup_tasks=1,
+                       cluster_profile=True)
+    sim = Simulation(rate, 40.0, step_ctrl(3, 10.0), params)
+    sim.run()
+    # directive at 10 s, registered at 13 s, joining the batch started at 12 s, whose tasks end at 14 s
+    assert sim.control.provisioning == [pytest.approx(4.0)]
+    c = sim.view(40_000).cluster
+    assert c.provisioning_delay_s == pytest.approx(4.0) and c.driver_overhead_s == pytest.approx(0.25)
+    assert c.warmup_factor == 2.0 and c.warmup_s == pytest.approx(2.0)  # 1 task × 2 × the 1 s steady task
+    assert sim.view(40_000).last_executor_direction == 1
+    # before any scale-out: no provisioning or warm-up measured yet, only the driver overhead
+    early = Simulation(rate, 9.0, step_ctrl(3, 10.0), params)
+    early.run()
+    c = early.view(9_000).cluster
+    assert c.provisioning_delay_s is None and c.warmup_factor is None and c.driver_overhead_s == pytest.approx(0.25)
+    # off (the default): no profile in the view
+    plain = Simulation(rate, 9.0, step_ctrl(3, 10.0), SimParams(**QUIET))
+    plain.run()
+    assert getattr(plain.view(9_000), "cluster", None) is None
