@@ -187,7 +187,12 @@ def test_property_linear_settles_stable(a, b, rounding):
     n = 2 * math.ceil(math.log(0.02) / math.log(max(b / 0.7, 1e-3))) + 12
     assert len(jobs) > n + 5
     assert settled(jobs, n), [(j.x, j.p) for j in jobs[n:n + 5]]
-    assert abs(jobs[-1].x - x_star) <= 0.05 * x_star + 0.1
+    # on the paper's 100 ms grid, every grid point x with ceil((a + b·x)/ρ) = x is a fixed point of the rounded
+    # map, the largest below x* + g/(1 − b/ρ) (x − g < (a + b·x)/ρ); with the one-batch lag, two interleaved
+    # chains may settle on two of them (hypothesis found a = 0.0586, b = 0.0625: 0.1 and 0.2 around x* = 0.092)
+    grid = 0.1 if rounding == "ceil" else 0.0
+    floor = 0.1  # min_interval_s
+    assert abs(jobs[-1].x - max(x_star, floor)) <= 0.05 * x_star + grid / (1 - b / 0.7) + 1e-9
 
 
 @settings(max_examples=60, deadline=None)
