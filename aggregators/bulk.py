@@ -31,13 +31,14 @@ refuses arrays mixing ints and floats).
 """
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 import zlib
 from functools import lru_cache
 from operator import itemgetter
 
-from sqlalchemy import Table, event
+from sqlalchemy import JSON, Table, event
 from sqlalchemy.engine import Connection, Engine
 
 def _pg_types(table: Table, cols: tuple[str, ...], dialect) -> list[str]:
@@ -202,9 +203,16 @@ def _staged_upsert_sql(table: Table, cols: tuple[str, ...], key: tuple[str, ...]
 
 
 @lru_cache(maxsize=128)
+def _json_columns(table: Table, cols: tuple[str, ...]) -> frozenset:
+    return frozenset(c for c in cols if isinstance(table.c[c].type, JSON))
+
+
+@lru_cache(maxsize=128)
 def _pg_update_sql(table: Table, cols: tuple[str, ...], dialect) -> str:
-    arrays = ", ".join(f"%b::{t}[]" for t in ["INTEGER", *_pg_types(table, cols, dialect)])
-    sets = ", ".join(f"{c} = v.{c}" for c in cols)
+    json_cols = _json_columns(table, cols)
+    types = ["TEXT" if c in json_cols else t for c, t in zip(cols, _pg_types(table, cols, dialect))]
+    arrays = ", ".join(f"%b::{t}[]" for t in ["INTEGER", *types])
+    sets = ", ".join(f"{c} = v.{c}::json" if c in json_cols else f"{c} = v.{c}" for c in cols)
     return (f"UPDATE {table.name} AS t SET {sets} FROM unnest({arrays}) AS v(_id, {', '.join(cols)}) "
             f"WHERE t.id = v._id")
 
@@ -215,11 +223,22 @@ def _qmark_update_sql(table: Table, cols: tuple[str, ...]) -> str:
 
 
 def update_rows(conn: Connection, table: Table, rows: list[dict]) -> None:
-    """UPDATE rows of ``table`` by primary key ``id``: each dict has ``_id`` and the same columns."""
+    """UPDATE rows of ``table`` by primary key ``id``: each dict has ``_id`` and the same columns. On
+    PostgreSQL a JSON column travels as its JSON text (``json.dumps``, as SQLAlchemy's JSON type writes it:
+    None is JSON ``null``) cast back to ``json``; elsewhere through SQLAlchemy's JSON type."""
     if not rows:
         return
     cols = tuple(k for k in rows[0] if k != "_id")
+    json_cols = _json_columns(table, cols)
+    if json_cols and conn.dialect.name != "postgresql":
+        from sqlalchemy import bindparam, update
+
+        stmt = update(table).where(table.c.id == bindparam("_id")).values({c: bindparam(c) for c in cols})
+        conn.execute(stmt, rows)
+        return
     if conn.dialect.name == "postgresql":
+        if json_cols:
+            rows = [{k: json.dumps(v) if k in json_cols else v for k, v in r.items()} for r in rows]
         conn.exec_driver_sql(_pg_update_sql(table, cols, conn.dialect), tuple(_arrays(table, cols, rows, "_id")))
     elif conn.dialect.paramstyle == "qmark":
         conn.exec_driver_sql(_qmark_update_sql(table, cols), _tuples(rows, (*cols, "_id")))

@@ -23,10 +23,14 @@ _CURRENT = select(directives).where(directives.c.job_id == bindparam("p_job")).o
 
 def current_directives(conn: Connection, job_id: int) -> list[dict]:
     """Every knob's desired state for the job: ``{knob, version, value, status, ...}``."""
-    rows = conn.execute(_CURRENT, {"p_job": job_id})
-    return [{"knob": r.knob, "version": r.version, "value": r.value, "status": r.status,
-             "applied_version": r.applied_version, "message": r.message, "decision_id": r.decision_id,
-             "created_ms": r.created_ms, "applied_ms": r.applied_ms} for r in rows]
+    return [directive_dict(r) for r in conn.execute(_CURRENT, {"p_job": job_id})]
+
+
+def directive_dict(r) -> dict:
+    """A ``directives`` row as ``current_directives`` gives it."""
+    return {"knob": r.knob, "version": r.version, "value": r.value, "status": r.status,
+            "applied_version": r.applied_version, "message": r.message, "decision_id": r.decision_id,
+            "created_ms": r.created_ms, "applied_ms": r.applied_ms}
 
 
 def issue_directive(conn: Connection, job_id: int, knob: str, value: Any, decision_id: int, now_ms: int) -> int:

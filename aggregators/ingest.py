@@ -23,6 +23,8 @@ and rows already stored (stage runs, micro-batches) are skipped by ``ON CONFLICT
 The statements of the hot path are built once, with bound parameters (``_statement``): SQLAlchemy then
 finds their compiled form by a memoized cache key instead of building and hashing a new expression tree
 per report (about 20 µs each), and task rows go to the driver as tuples, not dicts.
+Several reports in one transaction with the statements of about one: ``aggregators.ingest_batch`` (group
+commit), which stores what this module stores for each of them in order.
 """
 from __future__ import annotations
 

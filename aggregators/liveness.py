@@ -56,12 +56,17 @@ _FIELDS = ("query_id", "run_id", "name", "observed_ms", "status", "running_batch
            "oldest_unprocessed_ms", "arrival_rows_per_second")
 
 
+def query_state_rows(job_id: int, report: Report, now_ms: int) -> list[dict]:
+    """The ``query_states`` rows of the report's query states (one each)."""
+    return [dict(job_id=job_id, received_ms=now_ms, **{f: getattr(q, f) for f in _FIELDS},
+                 sources=[s.model_dump(exclude_none=True) for s in q.sources]) for q in report.queries]
+
+
 def store_query_states(conn: Connection, job_id: int, report: Report, now_ms: int) -> int:
     """One ``query_states`` row per query state of the report."""
     if not report.queries:
         return 0
-    rows = [dict(job_id=job_id, received_ms=now_ms, **{f: getattr(q, f) for f in _FIELDS},
-                 sources=[s.model_dump(exclude_none=True) for s in q.sources]) for q in report.queries]
+    rows = query_state_rows(job_id, report, now_ms)
     conn.execute(insert(query_states), rows)
     return len(rows)
 

@@ -15,9 +15,8 @@ _FIELDS = ("batch_id", "query_id", "algorithm", "source", "partitions", "reduce"
            "stats_ms", "planning_ms", "processing_ms")
 
 
-def store_partition_stats(conn: Connection, job_id: int, report: Report, now_ms: int) -> int:
-    if not report.partitions:
-        return 0
+def partition_rows(job_id: int, report: Report, now_ms: int) -> list[dict]:
+    """The ``partition_stats`` rows of the report (one per partitioned batch it describes)."""
     rows = []
     for p in report.partitions:
         row = {f: getattr(p, f) for f in _FIELDS}
@@ -25,6 +24,13 @@ def store_partition_stats(conn: Connection, job_id: int, report: Report, now_ms:
                    block_loads=list(p.block_loads), block_cardinalities=list(p.block_cardinalities),
                    bucket_loads=list(p.bucket_loads))
         rows.append(row)
+    return rows
+
+
+def store_partition_stats(conn: Connection, job_id: int, report: Report, now_ms: int) -> int:
+    if not report.partitions:
+        return 0
+    rows = partition_rows(job_id, report, now_ms)
     conn.execute(insert(partition_stats), rows)
     return len(rows)
 

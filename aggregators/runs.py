@@ -18,11 +18,12 @@ runs merged with ``?run=all``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from spark_governor.aggregators.bulk import update_rows
 from spark_governor.aggregators.models import batches, job_runs
 from spark_governor.aggregators.queries import NotFound
 from spark_governor.policies.wire import Report
@@ -51,6 +52,39 @@ def touch_run(conn: Connection, job_id: int, report: Report, now_ms: int) -> str
     elif row.last_ms < now_ms - 1000:  # at most one write a second per run
         conn.execute(update(job_runs).where(job_runs.c.id == row.id).values(last_ms=now_ms))
     return key
+
+
+_RUNS = select(job_runs.c.id, job_runs.c.job_id, job_runs.c.run_id, job_runs.c.last_ms).where(
+    job_runs.c.job_id.in_(bindparam("p_jobs", expanding=True)), job_runs.c.run_id.in_(bindparam("p_runs", expanding=True)))
+
+
+def touch_runs(conn: Connection, touches: Sequence[tuple[int, Report, int]]) -> list[str]:
+    """``touch_run`` for each ``(job_id, report, now_ms)`` in order (a batch of reports, ``aggregators.ingest_batch``),
+    leaving the same rows, with a fixed number of statements: one read of every run concerned, one insert of the
+    new runs (in order of first appearance) and one update of the stored runs' ``last_ms``; returns the run ids."""
+    keys = [(job_id, run_key(report)) for job_id, report, _now in touches]
+    if not keys:
+        return []
+    stored = {(r.job_id, r.run_id): [r.id, r.last_ms, r.last_ms] for r in conn.execute(
+        _RUNS, {"p_jobs": sorted({k[0] for k in keys}), "p_runs": sorted({k[1] for k in keys})})}
+    new: dict[tuple[int, str], dict] = {}
+    for (job_id, report, now), key in zip(touches, keys):
+        if key in stored:  # [id, last_ms as stored, last_ms after the reports so far]
+            st = stored[key]
+            if st[2] < now - 1000:
+                st[2] = now
+        elif key in new:
+            row = new[key]
+            if row["last_ms"] < now - 1000:
+                row["last_ms"] = now
+        else:
+            new[key] = dict(job_id=job_id, run_id=key[1], app_id=report.reporter.app_id,
+                            master=report.reporter.master, first_ms=now, last_ms=now)
+    if new:
+        conn.execute(insert(job_runs), list(new.values()))
+    update_rows(conn, job_runs, sorted(({"_id": st[0], "last_ms": st[2]} for st in stored.values() if st[2] != st[1]),
+                                       key=lambda r: r["_id"]))
+    return [k[1] for k in keys]
 
 
 @dataclass(frozen=True)

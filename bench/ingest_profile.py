@@ -7,7 +7,12 @@ transaction of ``ingest_report`` and the directives read, committed. Printed per
 this process for parsing and for the transaction (SQLAlchemy, the driver, the Welford merges, and for SQLite the
 database itself), wall milliseconds, the statements sent (driver calls; an ``executemany`` counted once per
 row on PostgreSQL, where the driver sends one statement per row), and for a PostgreSQL on this machine the
-CPU milliseconds of its processes. ``--profile`` adds cProfile's top functions.
+CPU milliseconds of its processes (all of them, and the sessions of this run alone: a shared server serves
+others meanwhile). ``--profile`` adds cProfile's top functions.
+
+``--batch N``: group commit (``aggregators.ingest_batch``): N reports (of N different jobs) per transaction
+through ``ingest_reports`` and one ``current_directives_of``, as ``api.ingest_queue`` applies them; the
+figures are still per report. Without it, one report per transaction through ``ingest_report``.
 
 ``--through flask``: the whole request path instead, in process: gzip bodies posted with a report token
 through the Flask test client to ``POST /api/v1/reports`` (token check, body read and gunzip, parse,
@@ -20,6 +25,7 @@ import argparse
 import cProfile
 import gzip
 import json
+import os
 import pstats
 import random
 import sys
@@ -30,11 +36,15 @@ from sqlalchemy import event
 from spark_governor.aggregators.db import make_engine, upgrade
 from spark_governor.aggregators.directives import current_directives
 from spark_governor.aggregators.ingest import ingest_report
+from spark_governor.aggregators.ingest_batch import Pending, current_directives_of, ingest_reports
 from spark_governor.bench.load import _cpu_seconds, _postmaster_pid, job_report
 from spark_governor.policies.wire import parse_report
 
 
-def profile(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top: int = 0, out=print) -> dict:
+def profile(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top: int = 0, out=print,
+            batch: int | None = None) -> dict:
+    if batch is not None and not 1 <= batch <= jobs:
+        raise ValueError(f"--batch: between 1 and --jobs ({jobs}), one report per job in a batch")
     upgrade(db_url)
     engine = make_engine(db_url)
     statements = [0]
@@ -46,54 +56,101 @@ def profile(db_url: str, jobs: int = 20, rounds: int = 10, tasks: int = 40, top:
         # "insertmanyvalues" hands over one dict of parameters for one multi-row statement
         statements[0] += len(parameters) if executemany and pg and isinstance(parameters, (list, tuple)) else 1
 
+    backends: set[int] = set()  # this run's PostgreSQL sessions (the server may serve others meanwhile)
+    if pg:
+        @event.listens_for(engine, "connect")
+        def _backend(dbapi_conn, _record):
+            backends.add(dbapi_conn.info.backend_pid)
+
     rng = random.Random(0)
     run = f"prof{int(time.time()) % 100000}-"
 
     def body(j: int, seq: int) -> bytes:
         return json.dumps(job_report(f"{run}{j}", f"{run}{j}", seq, tasks, int(time.time() * 1000), rng)).encode()
 
-    def apply(raw: bytes, clock: list) -> None:
+    def apply_one(raws: list[bytes], clock: list) -> None:
+        for raw in raws:
+            t0 = time.process_time()
+            report = parse_report(raw)
+            t1 = time.process_time()
+            with engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                result = ingest_report(conn, report, 5000, None)
+                current_directives(conn, result.job_id)
+            clock[0] += t1 - t0
+            clock[1] += time.process_time() - t1
+
+    def apply_batch(raws: list[bytes], clock: list) -> None:
         t0 = time.process_time()
-        report = parse_report(raw)
+        items = [Pending(parse_report(raw)) for raw in raws]
         t1 = time.process_time()
         with engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
-            result = ingest_report(conn, report, 5000, None)
-            current_directives(conn, result.job_id)
+            results = ingest_reports(conn, items, 5000)
+            current_directives_of(conn, [r.job_id for r in results])
+        if any(r.duplicate for r in results):
+            raise RuntimeError("a profiled report was not stored (duplicate)")
         clock[0] += t1 - t0
         clock[1] += time.process_time() - t1
 
+    size = batch or 1
+    apply = apply_one if batch is None else apply_batch
+
+    def run_all(raws: list[bytes], clock: list) -> None:
+        for k in range(0, len(raws), size):
+            apply(raws[k:k + size], clock)
+
     warm = [0.0, 0.0]
-    for j in range(jobs):  # first reports create jobs, reporters and vertices: not the steady state
-        apply(body(j, 1), warm)
-    bodies = [body(j, 2 + r) for r in range(rounds) for j in range(jobs)]
+    # first reports create jobs, reporters and vertices: not the steady state
+    run_all([body(j, 1) for j in range(jobs)], warm)
+    bodies = [body(j, 2 + r) for r in range(rounds) for j in range(jobs)]  # consecutive: different jobs
     postmaster = _postmaster_pid(db_url)
     db0 = _cpu_seconds(postmaster) if postmaster else None
+    own0 = _sessions_cpu(backends) if postmaster else None
     statements[0] = 0
     clock = [0.0, 0.0]
     prof = cProfile.Profile() if top else None
     wall0 = time.perf_counter()
     if prof:
         prof.enable()
-    for raw in bodies:
-        apply(raw, clock)
+    run_all(bodies, clock)
     if prof:
         prof.disable()
     n = len(bodies)
-    res = {"db": engine.dialect.name, "reports": n, "tasks": tasks,
+    res = {"db": engine.dialect.name, "reports": n, "tasks": tasks, "batch": batch,
            "parse_cpu_ms": 1000 * clock[0] / n, "transaction_cpu_ms": 1000 * clock[1] / n,
            "wall_ms": 1000 * (time.perf_counter() - wall0) / n, "statements": statements[0] / n,
            "database_cpu_ms": 1000 * (_cpu_seconds(postmaster) - db0) / n if postmaster else None,
+           "sessions_cpu_ms": 1000 * (_sessions_cpu(backends) - own0) / n if postmaster else None,
            "profiled": bool(prof)}
     engine.dispose()
-    out(f"{res['db']}: {n} reports of {tasks} tasks: parse {res['parse_cpu_ms']:.2f} ms CPU, transaction "
-        f"{res['transaction_cpu_ms']:.2f} ms CPU, {res['wall_ms']:.2f} ms wall, {res['statements']:.1f} statements"
-        + (f", database {res['database_cpu_ms']:.2f} ms CPU" if res["database_cpu_ms"] is not None else "")
+    out(f"{res['db']}: {n} reports of {tasks} tasks"
+        + (f", {batch} per transaction (ingest_reports)" if batch is not None else "")
+        + f": parse {res['parse_cpu_ms']:.2f} ms CPU, transaction {res['transaction_cpu_ms']:.2f} ms CPU,"
+        f" {res['wall_ms']:.2f} ms wall, {res['statements']:.1f} statements"
+        + (f", database {res['database_cpu_ms']:.2f} ms CPU (its sessions {res['sessions_cpu_ms']:.2f})"
+           if res["database_cpu_ms"] is not None else "")
         + " per report" + (" (under cProfile)" if prof else ""))
     if prof:
         pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(top)
     return res
+
+
+def _sessions_cpu(pids: set[int]) -> float:
+    """User + system CPU seconds of the PostgreSQL backends ``pids`` (this process's sessions): the database's
+    work for these reports alone, where the postmaster's total also counts other clients of a shared server
+    and its background writers."""
+    total = 0.0
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 REPORT_TOKEN = "ingest-profile-report-token"
@@ -152,13 +209,17 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile, print the TOP functions")
+    ap.add_argument("--batch", type=int, default=None, metavar="N",
+                    help="N reports per transaction through ingest_reports (group commit; N <= --jobs)")
     ap.add_argument("--through", choices=["ingest", "flask"], default="ingest",
                     help="ingest: parse + transaction only (by phase); flask: the whole POST through the Flask app")
     args = ap.parse_args(argv)
     if args.through == "flask":
         profile_flask(args.db, args.jobs, args.rounds, args.tasks, args.profile)
     else:
-        profile(args.db, args.jobs, args.rounds, args.tasks, args.profile)
+        if args.batch is not None and not 1 <= args.batch <= args.jobs:
+            ap.error(f"--batch: between 1 and --jobs ({args.jobs}), one report per job in a batch")
+        profile(args.db, args.jobs, args.rounds, args.tasks, args.profile, batch=args.batch)
 
 
 if __name__ == "__main__":
