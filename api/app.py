@@ -1,8 +1,10 @@
 """Flask application of the control plane: ingest, statistics, health and Prometheus metrics.
 
 ``POST /api/v1/reports`` accepts a report (``policies.wire.Report``, JSON, optionally
-``Content-Encoding: gzip``). It is validated as a whole and stored in one transaction: a bad
-report gets 400 (or 413 when too large) with a message naming the field, and stores nothing.
+``Content-Encoding: gzip``). It is validated as a whole in the request's thread: a bad report gets 400
+(or 413 when too large) with a message naming the field, and stores nothing. A valid report is stored
+by the process's ingest writer together with the other reports that wait, in one transaction
+(group commit, ``api.ingest_queue``); the answer is sent after that transaction commits.
 """
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from spark_governor.aggregators import liveness, queries, runs
-from spark_governor.aggregators.directives import current_directives
-from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict, ingest_report
+from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict
+from spark_governor.aggregators.ingest_batch import Pending
 from spark_governor.api import auth
 from spark_governor.api.constraints_api import build_constraints_blueprint
 from spark_governor.api.cluster_api import build_cluster_blueprint
@@ -29,6 +31,7 @@ from spark_governor.api.health_api import build_health_blueprint
 from spark_governor.api.docs_ui import build_docs_blueprint
 from spark_governor.api.partitioning_api import build_partitioning_blueprint
 from spark_governor.api.governor import Governor
+from spark_governor.api.ingest_queue import IngestFailed, IngestQueue, QueueMetrics, Refused
 from spark_governor.api.metrics import build_registry
 from spark_governor.api.openapi import openapi_document
 from spark_governor.api.policies_api import build_blueprint
@@ -53,8 +56,15 @@ class Settings:
     require_report_token: bool = False
     open_reads: bool = True
     token_refresh_s: float = 1.0
-    # reports parsed and stored at the same time per process (more wait up to 1 s, then 503 + Retry-After)
+    # reports parsed at the same time per process (more wait up to 1 s, then 503 + Retry-After)
     max_inflight_reports: int = 4
+    # group commit (api.ingest_queue): reports waiting to be stored per process (more: 503 + Retry-After),
+    # the most reports and task records stored in one transaction, and how long (s) a request waits for
+    # its report to be committed (then 503; the reporter re-sends it and gets duplicate: true if it was)
+    max_queued_reports: int = 512
+    max_batch_reports: int = 64
+    max_batch_tasks: int = 20_000
+    queue_deadline_s: float = 30.0
     # a job without a report for this long is stopped: no policy evaluations (aggregators.job_state)
     stopped_after_s: float = 30.0
     # a job silent for this long (s) leaves /metrics (its history stays in SQL); 0: never (api.job_metrics)
@@ -126,8 +136,13 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     auth.install_auth(app, engine, require_report_token=settings.require_report_token,
                       open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
     inflight = threading.BoundedSemaphore(settings.max_inflight_reports)
+    queue_metrics = QueueMetrics(registry)
+    ingest_queue = IngestQueue(engine, settings.window_ms, max_queued_reports=settings.max_queued_reports,
+                               max_batch_reports=settings.max_batch_reports, max_batch_tasks=settings.max_batch_tasks,
+                               deadline_s=settings.queue_deadline_s, metrics=queue_metrics)
+    app.extensions["spark_governor.ingest_queue"] = ingest_queue  # closed by api.server when the process stops
     exposed = exposition_registry(registry, (ingest_metrics.reports, ingest_metrics.duration,
-                                             *scheduler_metrics.counters))
+                                             *scheduler_metrics.process_metrics, *queue_metrics.process_metrics))
 
     @app.errorhandler(OperationalError)
     @app.errorhandler(InterfaceError)
@@ -180,26 +195,22 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
                 if principal is not None and not principal.may_access(report.job):
                     raise BadRequest(403, f"job: token {principal.name!r} is not allowed for job {report.job!r}")
                 token = principal.name if principal is not None else None
-                for attempt in range(5):
-                    try:
-                        with engine.begin() as conn:
-                            if conn.dialect.name == "sqlite":  # take the write lock now, not on first write
-                                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                            result = ingest_report(conn, report, settings.window_ms, token)
-                            # read in the same transaction (one connection checkout per report); the answer
-                            # is sent only after the commit, so only committed reports are acknowledged
-                            pending = [{"knob": d["knob"], "version": d["version"], "value": d["value"]}
-                                       for d in current_directives(conn, result.job_id)]
-                        break
-                    except ReporterConflict as exc:
-                        raise BadRequest(403, str(exc)) from None
-                    except (IntegrityError, OperationalError):  # concurrent first insert / busy database
-                        if attempt == 4:
-                            ingest_metrics.reports.labels("error").inc()
-                            raise
-                        time.sleep(0.05 * (attempt + 1))
             finally:
                 inflight.release()
+            try:
+                # stored with the reports that wait, in one transaction; returns after its commit, so only
+                # committed reports are acknowledged
+                result, pending = ingest_queue.submit(Pending(report, token))
+            except ReporterConflict as exc:
+                raise BadRequest(403, str(exc)) from None
+            except Refused as exc:
+                ingest_metrics.reports.labels("error").inc()
+                response = jsonify(error=exc.message)
+                response.headers["Retry-After"] = str(exc.retry_after_s)
+                return response, exc.status
+            except IngestFailed as exc:  # this report alone could not be stored (the writer logged why)
+                ingest_metrics.reports.labels("error").inc()
+                return jsonify(error=str(exc)), 500
         except BadRequest:
             ingest_metrics.reports.labels("rejected").inc()
             raise

@@ -52,5 +52,3 @@ class SchedulerMetrics:
     def process_metrics(self) -> tuple:
         """The in-process metrics, for ``api.worker_metrics.exposition_registry``."""
         return self.evaluation_runs, self.evaluations_skipped, self.retention_skipped
-
-    counters = process_metrics  # TODO(lead, integration): api/app.py still reads .counters

@@ -7,6 +7,10 @@
   for leadership (``api.leader``); only the leader's scheduler evaluates policies and purges old
   statistics. Prometheus counters of the workers are shared through ``PROMETHEUS_MULTIPROC_DIR``,
   so ``/metrics`` answers the same from any worker.
+
+Each process stores reports through one ingest writer thread (group commit, ``api.ingest_queue``), started
+with the first report and closed when the process stops (``ControlPlane.stop``, gunicorn's ``worker_exit``):
+the reports still queued are written first.
 """
 from __future__ import annotations
 
@@ -105,6 +109,7 @@ class ControlPlane:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
+        self.app.extensions["spark_governor.ingest_queue"].close()
         self.engine.dispose()
 
     def __enter__(self) -> "ControlPlane":
@@ -207,6 +212,8 @@ def run_production(cfg: ProductionConfig, on_ready=None) -> None:
         if "spark_governor.scheduler" in ext:
             ext["spark_governor.scheduler"].shutdown(wait=False)
             ext["spark_governor.leader"].stop()
+        if "spark_governor.ingest_queue" in ext:  # requests in flight are done: write what is still queued
+            ext["spark_governor.ingest_queue"].close()
 
     def post_fork(_server, _worker) -> None:
         _die_with_parent()

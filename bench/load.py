@@ -10,7 +10,8 @@ Printed: offered vs achieved reports per second, accepted vs stored (counted in 
 the run), p50/p99 answer time, the server's CPU seconds per report (its processes' user + system
 time from ``/proc``), and for a PostgreSQL on this machine the database's too (the postmaster found
 as the parent of a backend, ``pg_backend_pid()``; every process of that cluster), the load generator's
-own CPU per report (it shares the machine), the policy evaluation runs during the load (from the
+own CPU per report (it shares the machine), the ingest transactions and reports per transaction (group
+commit), the policy evaluation runs during the load (from the
 server's ``/metrics``: how many, their mean and longest bucket, and whether any overran the evaluation
 interval), errors by kind, and the load average of the machine.
 """
@@ -60,6 +61,8 @@ class LoadResult:
     evaluation_run_mean_s: Optional[float] = None
     evaluation_runs_over_interval: int = 0  # runs longer than the evaluation interval
     evaluations_skipped: int = 0  # runs skipped (the previous one still going, or the database failed them)
+    transactions: int = 0  # ingest transactions committed while the load ran (group commit)
+    reports_per_transaction: Optional[float] = None
     loadavg_before: tuple = ()
     loadavg_after: tuple = ()
 
@@ -216,13 +219,14 @@ def _self_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _evaluation_figures(metrics_text: str, interval_s: float) -> tuple[int, float, int, int]:
+def _server_figures(metrics_text: str, interval_s: float) -> tuple[int, float, int, int, int, float]:
     """From a ``/metrics`` answer: (evaluation runs, their summed seconds, runs longer than ``interval_s``,
-    skipped runs of every reason), from ``spark_governor_evaluation_run_seconds`` and
-    ``spark_governor_evaluations_skipped_total``."""
+    skipped runs of every reason, ingest transactions, reports in them), from
+    ``spark_governor_evaluation_run_seconds``, ``spark_governor_evaluations_skipped_total`` and
+    ``spark_governor_ingest_batch_reports`` (group commit, ``api.ingest_queue``)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    runs, total, skipped = 0, 0.0, 0
+    runs, total, skipped, transactions, batched = 0, 0.0, 0, 0, 0.0
     within: dict[float, int] = {}  # bucket bound (s) -> runs at most that long
     for family in text_string_to_metric_families(metrics_text):
         for sample in family.samples:
@@ -235,9 +239,13 @@ def _evaluation_figures(metrics_text: str, interval_s: float) -> tuple[int, floa
                 within[le] = within.get(le, 0) + int(sample.value)
             elif sample.name == "spark_governor_evaluations_skipped_total":
                 skipped += int(sample.value)
+            elif sample.name == "spark_governor_ingest_batch_reports_count":
+                transactions += int(sample.value)
+            elif sample.name == "spark_governor_ingest_batch_reports_sum":
+                batched += sample.value
     # the largest bucket that ends within the interval (exact for the default 10 s, a bucket bound)
     bound = max((le for le in within if le <= interval_s), default=None)
-    return runs, total, runs - (within[bound] if bound is not None else 0), skipped
+    return runs, total, runs - (within[bound] if bound is not None else 0), skipped, transactions, batched
 
 
 def _configure_policies(url: str, jobs: list[str], share: float) -> int:
@@ -318,7 +326,7 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         postmaster = _postmaster_pid(db_url)
         cpu0 = _cpu_seconds(proc.pid)
         db_cpu0 = _cpu_seconds(postmaster) if postmaster else None
-        metrics0 = _evaluation_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        metrics0 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
         self_cpu0 = _self_cpu_seconds()
         start = time.monotonic()
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
@@ -344,12 +352,14 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         if postmaster and db_cpu0 is not None:
             result.database_cpu_s = _cpu_seconds(postmaster) - db_cpu0
         result.loadavg_after = os.getloadavg()
-        metrics1 = _evaluation_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        metrics1 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
         runs, total = metrics1[0] - metrics0[0], metrics1[1] - metrics0[1]
         result.evaluation_runs = runs
         result.evaluation_run_mean_s = total / runs if runs else None
         result.evaluation_runs_over_interval = metrics1[2] - metrics0[2]
         result.evaluations_skipped = metrics1[3] - metrics0[3]
+        result.transactions = metrics1[4] - metrics0[4]
+        result.reports_per_transaction = (metrics1[5] - metrics0[5]) / result.transactions if result.transactions else None
         latencies = sorted(a[0] for a in answers)
         result.answered = len(answers)
         result.accepted = sum(1 for a in answers if not a[1])
@@ -380,6 +390,8 @@ def format_result(r: LoadResult) -> str:
            if r.database_cpu_ms_per_report is not None else ""),
         f"load generator CPU {r.generator_cpu_s:.1f} s = "
         + (f"{r.generator_cpu_ms_per_report:.2f} ms per report" if r.generator_cpu_ms_per_report else "n/a"),
+        f"ingest transactions {r.transactions}, "
+        + (f"{r.reports_per_transaction:.2f} reports each on average" if r.reports_per_transaction else "n/a"),
         f"policy evaluation runs {r.evaluation_runs} (every {r.evaluation_interval_s:g} s), mean "
         + (f"{r.evaluation_run_mean_s:.3f} s" if r.evaluation_run_mean_s is not None else "n/a")
         + f", {r.evaluation_runs_over_interval} longer than the interval, {r.evaluations_skipped} skipped",

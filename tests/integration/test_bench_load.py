@@ -19,6 +19,8 @@ def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
     assert r.evaluation_runs >= 1 and r.evaluation_run_mean_s > 0
     assert 0 <= r.evaluation_runs_over_interval <= r.evaluation_runs
     assert r.generator_cpu_s > 0 and r.generator_cpu_ms_per_report > 0
+    # group commit: every accepted report went through a committed ingest transaction
+    assert 1 <= r.transactions <= r.accepted and r.reports_per_transaction >= 1
     assert r.p50_s is not None and 0 < r.p50_s <= r.p99_s
     assert r.server_cpu_s > 0 and r.cpu_ms_per_report > 0
     assert r.database_cpu_s is None  # SQLite: no separate database server

@@ -90,7 +90,8 @@ def test_database_sized_integers_and_sums_do_not_overflow(client, engine):
 
 
 def test_reports_in_flight_are_bounded(sqlite_url, monkeypatch):
-    """Beyond max_inflight_reports, a report waits up to 1 s and then gets 503 with Retry-After (bounded memory)."""
+    """Beyond max_inflight_reports reports being parsed, a report waits up to 1 s and then gets 503 with Retry-After
+    (bounded memory)."""
     import threading
     import time
 
@@ -99,13 +100,13 @@ def test_reports_in_flight_are_bounded(sqlite_url, monkeypatch):
     import spark_governor.api.app as app_module
     from spark_governor.api.server import ControlPlane
 
-    real = app_module.ingest_report
+    real = app_module.parse_report  # parsing is what max_inflight_reports bounds (storing is api.ingest_queue's)
 
     def slow(*args, **kwargs):
         time.sleep(2.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(app_module, "ingest_report", slow)
+    monkeypatch.setattr(app_module, "parse_report", slow)
     plane = ControlPlane(db_url=sqlite_url, port=0, settings=Settings(max_inflight_reports=1)).start()
     try:
         statuses = []
