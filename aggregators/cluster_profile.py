@@ -292,6 +292,24 @@ def measure(conn: Connection, job: str, job_id: int, max_tasks: int = 5000, max_
                           prediction_error=prediction_error(conn, job_id, _run_start(run)))
 
 
+#: how often the profile is measured again (s): often while a new executor is warming up (its
+#: provisioning delay and warm-up are being learnt), rarely otherwise (driver overhead moves slowly, and
+#: a measurement reads up to ``max_tasks`` task rows: at 10 s for every governed job, it was about a
+#: third of an evaluation run's CPU with 40 governed jobs)
+REFRESH_STEADY_S = 60.0
+REFRESH_AFTER_SCALE_S = 10.0
+
+
+def refresh_interval_s(conn: Connection, job_id: int, now_ms: int) -> float:
+    """``REFRESH_AFTER_SCALE_S`` while an executor of the job was added in the last ``REFRESH_STEADY_S``
+    seconds (``executor_events.added_ms``, the driver's clock), else ``REFRESH_STEADY_S``."""
+    latest = conn.execute(select(func.max(executor_events.c.added_ms))
+                          .where(executor_events.c.job_id == job_id)).scalar()
+    if latest is not None and now_ms - latest < REFRESH_STEADY_S * 1000:
+        return REFRESH_AFTER_SCALE_S
+    return REFRESH_STEADY_S
+
+
 def refresh(conn: Connection, job: str, job_id: int, now_ms: int, min_interval_s: float = 0.0) -> ClusterProfile:
     """Measure and store the job's profile (one row per job, replaced); the stored one when it is
     less than ``min_interval_s`` seconds old (the measurement reads thousands of tasks)."""

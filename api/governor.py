@@ -54,8 +54,6 @@ DATABASE_DOWN = (OperationalError, InterfaceError)
 #: a decision whose effect cannot be measured yet is judged at the latest this many evaluation
 #: intervals after its effectiveness window (then with what is measured)
 VERIFY_WAIT_INTERVALS = 20
-#: the cluster profile is measured again at most this often (s; ``aggregators.cluster_profile``)
-PROFILE_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -94,7 +92,8 @@ class Governor:
                                                                 policy_configs.c.enabled)).all()
         try:  # what the job taught about its cluster, for the policies' views (never stops them)
             with self.engine.begin() as conn:
-                cluster_profile.refresh(conn, job, job_id, now_ms, min_interval_s=PROFILE_INTERVAL_S)
+                cluster_profile.refresh(conn, job, job_id, now_ms,
+                                        min_interval_s=cluster_profile.refresh_interval_s(conn, job_id, now_ms))
         except Exception:
             log.exception("cluster profile of job %s failed", job)
         for pc in configs:

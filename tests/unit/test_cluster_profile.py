@@ -184,3 +184,15 @@ def test_refresh_keeps_one_row_per_job_and_feeds_api_and_metrics(store, sqlite_u
     assert body["driver_overhead"]["median_s"] == 1.5 and body["prediction_error"]["samples"] == 0
     r = c.get("/api/v1/jobs/nope/cluster")
     assert r.status_code == 404 and "nope" in r.json["error"]
+
+
+def test_profile_is_measured_often_only_while_a_new_executor_warms_up(store):
+    """Executor 2 registers at T0 + 52 s (``build``): for a minute after, the profile is measured every 10 s;
+    later, and for a job whose reports carry no executor events, every 60 s."""
+    with store.begin() as conn:
+        job_id = build(conn)
+        assert cluster_profile.refresh_interval_s(conn, job_id, T0 + 60_000) == cluster_profile.REFRESH_AFTER_SCALE_S
+        assert cluster_profile.refresh_interval_s(conn, job_id, T0 + 200_000) == cluster_profile.REFRESH_STEADY_S
+        assert cluster_profile.REFRESH_AFTER_SCALE_S < cluster_profile.REFRESH_STEADY_S
+        # a job without executor events (no listener jar events, or static executors)
+        assert cluster_profile.refresh_interval_s(conn, job_id + 1, T0 + 60_000) == cluster_profile.REFRESH_STEADY_S
