@@ -140,6 +140,15 @@ def policy_config(policy: str, trigger_s: float, max_executors: int, extra: Opti
     return {**raw, **(extra or {})}
 
 
+def full_kingman_config(extra: Optional[dict] = None) -> dict:
+    """Every Kingman option the run used (today's defaults, then ``extra``), without those ``policy_config``
+    sets from the run's own parameters: what a later ``bench scaling --calibrate`` replays."""
+    from spark_governor.policies.kingman import KingmanConfig
+
+    cfg = KingmanConfig(**{**(extra or {})}).model_dump(mode="json")
+    return {k: v for k, v in cfg.items() if k not in ("trigger_interval_s", "min_value", "max_value")}
+
+
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
@@ -226,7 +235,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
             "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
-            "static_executors": static_executors, "kingman_config": kingman_config or {},
+            "static_executors": static_executors, "kingman_config": full_kingman_config(kingman_config),
             "oscillation_window_s": window_s, "workdir": str(workdir),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

@@ -15,8 +15,9 @@ Model (kept simple on purpose):
 * A batch started at s holds the rows that arrived in (cut, s], cut being the start of the
   previous batch (0 for the first); then cut := s.
 * A batch is one stage of ``partitions`` (N) tasks: partition i holds ⌊rows/N⌋ rows, the first
-  rows mod N one more. Task i's service (run) time is (task_overhead_s + rows_i × row_cost_s) × b × ε_i
-  (``task_overhead_s``: a fixed cost per task, inside the task, 0 by default): b ~ lognormal
+  rows mod N one more. Task i's service (run) time is (fixed + rows_i × row_cost_s) × b × ε_i
+  (fixed = ``task_overhead_s`` + ``task_overhead_per_slot_s`` × the batch's slots at its start: a fixed
+  cost per task, inside the task, growing with the slots that share the machine; 0 by default): b ~ lognormal
   with mean 1 and shape ``noise_sigma`` (one draw per batch, as before), ε_i ~ lognormal with mean 1
   and shape ``task_noise_sigma`` (N draws per batch; 0 disables either), from one seeded numpy
   Generator, so every policy sees the same draws per batch index. The driver first spends
@@ -46,7 +47,8 @@ Model (kept simple on purpose):
 * Latency of a batch = its end − its cut: the latency of its oldest row (batching + waiting for
   the previous batch + processing). Steady state on time: latency = T + p.
 * Executors: raising the target requests the difference, which registers ``up_delay_s`` later
-  (the provisioning delay: directive → ``ExecutorAdded``; the new executor is offered tasks at once).
+  (the provisioning delay: directive → ``ExecutorAdded``; the new executor is offered tasks at once),
+  or, with ``up_delays_s`` (measured delays), a delay drawn from them per request.
   Lowering it first cancels outstanding requests (newest first), then releases registered
   executors when the running batch ends (idle executors are killed, as
   ``collectors.appliers.ExecutorApplier`` does), at once when no batch runs. Executor-seconds
@@ -126,6 +128,7 @@ class Simulation:
         self._grid = grid
         self._cum = np.concatenate([[0.0], np.cumsum((r[1:] + r[:-1]) / 2 * GRID_MS / 1000.0)])
         self.rng = np.random.default_rng(seed)
+        self._up_rng = np.random.default_rng([seed, 1])  # provisioning draws (SimParams.up_delays_s)
         self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms)
         self.s.execs = [[i, None, 0] for i in range(controller.initial_executors)]
         self.s.next_exec = controller.initial_executors
@@ -195,7 +198,7 @@ class Simulation:
                else np.ones(parts))
         task_rows = np.full(parts, rows // parts, dtype=np.int64)
         task_rows[:rows % parts] += 1
-        service = (p.task_overhead_s + task_rows * p.row_cost_s) * noise * eps
+        service = (p.task_fixed_s(n) + task_rows * p.row_cost_s) * noise * eps
         submit_s = p.overhead_s * noise
         post = round(1000 * p.driver_overhead_s)
         warm, execs = None, None
@@ -315,7 +318,7 @@ class Simulation:
             s.release -= keep
             extra = new - s.target
             if extra:
-                s.requests.append([t + round(self.p.up_delay_s * 1000), extra])
+                s.requests.append([t + round(self._up_delay() * 1000), extra])
                 self._directive_at[s.requests[-1][0]] = t
             return
         drop = s.target - new
@@ -330,6 +333,12 @@ class Simulation:
         else:
             s.registered -= drop
             self._remove_execs(drop)
+
+    def _up_delay(self) -> float:
+        """Provisioning delay of one scale-out request (s): ``up_delay_s``, or a draw from ``up_delays_s``."""
+        if self.p.up_delays_s:
+            return float(self.p.up_delays_s[int(self._up_rng.integers(len(self.p.up_delays_s)))])
+        return self.p.up_delay_s
 
     def _remove_execs(self, count: int) -> None:
         """Release ``count`` registered executors, the newest first."""

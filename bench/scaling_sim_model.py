@@ -41,6 +41,12 @@ class SimParams:
     noise_sigma: float = 0.1  # lognormal shape of the per-batch processing-time noise (mean 1)
     task_noise_sigma: float = 0.2  # lognormal shape of the per-task service-time noise (mean 1)
     up_delay_s: float = 10.0  # provisioning delay: requested executor → registered (and offered tasks)
+    # Measured provisioning delays, seconds (issue 14): when given, each scale-out request's delay is
+    # drawn from them (uniformly, a bootstrap of the measured distribution; its own seeded generator,
+    # so the batches' noise draws do not change) instead of ``up_delay_s`` for all. On a loaded machine
+    # the delay has a long tail (5.2–6.8 s, and 13–31 s for the executors asked for while the host was
+    # busiest, ``scaling-real-2026-11-25-1539``) that one median does not carry. Empty: ``up_delay_s``.
+    up_delays_s: tuple[float, ...] = ()
     # The driver's per-batch overhead outside the tasks, after the last one (offset/commit log writes,
     # state-store commit, progress; issue 14: 2–4 s on the real standalone cluster), seconds, added
     # unchanged (no noise) to every batch's duration. 0: today's model, where ``overhead_s`` is the
@@ -54,6 +60,15 @@ class SimParams:
     # by 0.9e-4 per row; with the whole difference put outside the tasks, the busy time per record
     # policies size on (DS2's true processing rate) read 25 % low. 0: today's model.
     task_overhead_s: float = 0.0
+    # The part of a task's fixed cost that grows with the slots running the stage at once, seconds per
+    # task per slot: a task's fixed time is ``task_overhead_s`` + ``task_overhead_per_slot_s`` × slots
+    # (slots at the batch's start). Contention: the fixed work of a task (deserialisation, the Python
+    # worker, the state store) is CPU work, and the executors share the machine's cores, while the
+    # per-row cost of the bench's job is not (it sleeps). Measured on the 2-core machine (issue 14,
+    # ``bench.scaling_calibrate.fit_split``): quiet, 0.07 s + 0.12 s per slot (0.19 s a task on 1
+    # executor, 0.54 s on 4); loaded (load average 5–8), 0.63 s + 0.18 s per slot. 0: a task's
+    # fixed time does not depend on the slots (today's model).
+    task_overhead_per_slot_s: float = 0.0
     # Warm-up of a new executor (Python workers, JIT, state-store load; issue 14): a task launched on an
     # executor registered during the run is slower by ``warmup_factor`` while that executor has run
     # fewer than ``warmup_tasks`` tasks OR within ``warmup_s`` seconds of its registration. Executors
@@ -101,10 +116,15 @@ class SimParams:
     def processing_s(self, rows: float, executors: int) -> float:
         """Noise-free processing time (s) of a batch of ``rows`` on ``executors`` (warm) executors:
         overhead + waves × task time + driver overhead (exact when rows is a multiple of the partitions);
-        a task's time is ``task_overhead_s`` + its rows × ``row_cost_s``."""
+        a task's time is :meth:`task_fixed_s` + its rows × ``row_cost_s``."""
         waves = math.ceil(self.partitions / self.slots(executors))
-        return (self.overhead_s + waves * (self.task_overhead_s + rows / self.partitions * self.row_cost_s)
+        return (self.overhead_s + waves * (self.task_fixed_s(executors) + rows / self.partitions * self.row_cost_s)
                 + self.driver_overhead_s)
+
+    def task_fixed_s(self, executors: int) -> float:
+        """Fixed service time of a task (s) of a stage run on ``executors`` executors:
+        ``task_overhead_s`` + ``task_overhead_per_slot_s`` × slots."""
+        return self.task_overhead_s + self.task_overhead_per_slot_s * self.slots(executors)
 
     def executors_for_rate(self, rate: float) -> int:
         """Fewest executors in [min, max] that process a trigger interval of ``rate`` rows/s within it."""

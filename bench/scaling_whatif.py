@@ -11,16 +11,21 @@ one executor, over a few seeds. The baseline, measured in the same run, is the s
 run's ``max_executors`` (its executor-seconds are max × duration; every span within the bound on
 these staircases). Printed per staircase and variant: attainment (mean and worst over seeds: the
 share of constraint spans whose true mean latency is within the bound) and executor-seconds as a ratio
-of the static run's. It is how the ``spare_executors`` default was chosen (docs/benchmarks.md,
-"Spare capacity"); the figures that count are the real cluster's (``bench scaling-real``).
+of the static run's. It is how the ``spare_executors`` and ``spare_when`` defaults were chosen
+(docs/policies/kingman.md, "A spare executor only when it pays"; docs/benchmarks.md, "Spare
+capacity"); the figures that count are the real cluster's (``bench scaling-real``). The cluster
+parameters are pooled over the *real* run's policies once (``bench.scaling_calibrate.cluster_params``),
+the same for every staircase and variant; ``run_whatif(overrides=...)`` replaces some of them (e.g. a
+slower provisioning delay) to check a choice against a cluster other than the one measured.
 Units: rows/s, seconds, executor-seconds.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict, replace
 from typing import Callable
 
-from spark_governor.bench.scaling_calibrate import run_calibration
+from spark_governor.bench.scaling_calibrate import cluster_params, sim_params, simulate_run
 
 #: staircases with the default real run's peak (16 000 rows/s), each (levels rows/s, seconds per level)
 STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (
@@ -33,10 +38,12 @@ STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (
     ((2000, 4000, 8000, 16000, 8000, 4000, 2000), 40.0),
 )
 
-#: the variants compared by default: the thesis' size, the default spare executor, two spares
+#: the variants compared by default: the thesis' size, one spare only when it pays (the default), one
+#: spare always, two spares always
 VARIANTS: dict[str, dict] = {"spare 0 (thesis size)": {"spare_executors": 0},
-                             "spare 1 (default)": {"spare_executors": 1},
-                             "spare 2": {"spare_executors": 2}}
+                             "spare 1 when it pays (default)": {"spare_executors": 1, "spare_when": "auto"},
+                             "spare 1 always": {"spare_executors": 1, "spare_when": "always"},
+                             "spare 2 always": {"spare_executors": 2, "spare_when": "always"}}
 
 
 def parse_staircases(text: str) -> tuple[tuple[tuple[float, ...], float], ...]:
@@ -59,10 +66,21 @@ def parse_staircases(text: str) -> tuple[tuple[tuple[float, ...], float], ...]:
 
 
 def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | None = None, seeds: int = 3,
-               seed: int = 0, log: Callable[[str], None] = lambda m: None) -> dict:
-    """Every variant on every staircase with the cluster measured in ``report``; JSON-ready."""
+               seed: int = 0, log: Callable[[str], None] = lambda m: None, overrides: dict | None = None) -> dict:
+    """Every variant on every staircase with the cluster measured in ``report``; JSON-ready.
+    ``overrides``: simulator parameters (``SimParams`` fields, e.g. ``{"up_delay_s": 10.0}`` seconds)
+    replacing the measured ones — a sensitivity check of a choice against a cluster slower than the
+    one measured."""
     variants = VARIANTS if variants is None else variants
     max_exec = int(report["max_executors"])
+    # the cluster measured by the real run's policies (pooled over ``report["results"]``), fixed for every
+    # staircase and variant: a what-if run has no measurements of its own (until 2026-11-25 the pool was
+    # taken over the what-if run itself, i.e. the simulator's defaults: a 10 s provisioning delay, no
+    # warm-up and no driver or task overhead)
+    cluster = cluster_params(report)
+    params, defaults = sim_params(report, cluster)
+    if overrides:
+        params = replace(params, **overrides)
     rows = []
     for levels, level_s in staircases:
         static_s = max_exec * len(levels) * level_s
@@ -70,11 +88,11 @@ def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | 
             what = copy.deepcopy(report)
             what["levels"], what["level_s"] = list(levels), level_s
             policy = cfg.get("policy", "kingman")
-            what["kingman_config"] = {**(report.get("kingman_config") or {}),
-                                      **{k: v for k, v in cfg.items() if k != "policy"}}
-            what["results"] = [{"policy": policy, "initial_executors": 1, "slo_attainment_windows": 0.0,
-                                "executor_seconds": 1.0}]
-            sim = run_calibration(what, seed=seed, seeds=seeds)["results"][0]["sim"]
+            # a variant is overrides of the policy's *current* defaults, not of the config the real run
+            # had (``report["kingman_config"]`` says what ran there; ``{}`` is today's default)
+            what["kingman_config"] = {k: v for k, v in cfg.items() if k != "policy"}
+            run = {"policy": policy, "initial_executors": 1}
+            sim = simulate_run(what, run, params, list(range(seed, seed + seeds)))
             rows.append({"levels": list(levels), "level_s": level_s, "variant": name, "config": cfg,
                          "attainment": sim["slo_attainment_windows"],
                          "attainment_worst": min(sim["slo_attainment_range"]),
@@ -89,6 +107,7 @@ def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | 
                          "max_ratio_vs_static": max(r["ratio_vs_static"] for r in mine),
                          "mean_ratio_vs_static": sum(r["ratio_vs_static"] for r in mine) / len(mine)}
     return {"real_date": report.get("date"), "max_executors": max_exec, "bound_s": report["bound_s"],
+            "params": asdict(params), "defaults": defaults, "overrides": dict(overrides or {}),
             "seeds": list(range(seed, seed + seeds)), "variants": variants, "results": rows, "summary": summary}
 
 

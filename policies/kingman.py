@@ -73,12 +73,16 @@ of that delay (:func:`peak_load`), and never while a backlog is being worked off
 (:meth:`KingmanPolicy._scale_down_blocked`); no scale-up within ``after_scale_down_s`` of a
 scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._disrupted_by_scale_down`).
 One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
-met while a scale-out takes effect. A scale-out must also keep the bound while its new executors
-warm up (``warmup_sizing``; :func:`warm_equivalent`, :meth:`KingmanPolicy._warmup_sized`: the pool
-counted as the warm executors it is worth over one interval, from the measured warm-up factor and
-duration), else it adds executors. With ``live_rate`` (off by default) the plan is also made for the
-source's arrival rate in the live state when it exceeds the completed batches' (:func:`live_load`: a
-rate step is then sized for before the first batch at the new rate completes). Without a profile
+met while a scale-out takes effect — by default only when it pays (``spare_when: auto``): while the
+arrival rate is rising (:func:`rate_rising`), or on every level when new executors take longer than the
+time between batch starts to work (:meth:`KingmanPolicy._spare_pays`); ``always``: on every level.
+A scale-out must also keep the bound while its new executors warm up (``warmup_sizing``;
+:func:`warm_equivalent`, :meth:`KingmanPolicy._warmup_sized`: the pool counted as the warm executors
+it is worth over one interval, from the measured warm-up factor and duration), else it adds executors.
+With ``live_rate`` (on by default) the plan is also made for the source's arrival rate in the live
+state when it exceeds the completed batches' (:func:`live_load`: a rate step is then sized for before
+the first batch at the new rate completes; such a scale-out is not held back after a scale-down, the
+live rate being no effect of the removal). Without a profile
 (or ``cluster_model=False``) the overhead terms are 0 and no trend is used: the paper's model; the
 lazy scale-down applies to both.
 
@@ -90,7 +94,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -148,7 +152,7 @@ class KingmanConfig(SafetyConfig):
                                                         "triggered in the last this many seconds")
     max_load_growth: float = Field(2.0, ge=1, description="A scale-out is sized for at most this many times "
                                                           "the current arrival rate")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
+    scale_down_delay_s: float = Field(8.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
                                                               "no scale-down within this many seconds of an "
                                                               "executor decision, and it must keep the bound "
                                                               "at the highest arrival rate of that long")
@@ -158,7 +162,15 @@ class KingmanConfig(SafetyConfig):
                                                               "flight is older than twice the bound")
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
-    live_rate: bool = Field(False, description="Also size for the source's arrival rate of the live state "
+    spare_when: Literal["always", "rising", "auto"] = Field(
+        "auto", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
+                              "while the arrival rate is rising (see rate_rising), released by the lazy "
+                              "scale-down; 'auto': 'rising' when new executors work within the time between "
+                              "batch starts (measured or configured provisioning delay), else 'always'")
+    spare_rise_margin: float = Field(0.1, ge=0, description="With spare_when 'rising': the rate is rising when "
+                                                            "the live rate or the trend over the provisioning "
+                                                            "delay is more than this share above the measured rate")
+    live_rate: bool = Field(True, description="Also size for the source's arrival rate of the live state "
                                                "when above the completed batches' (a rate step not yet in a "
                                                "completed batch; see live_load)")
     warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
@@ -259,6 +271,26 @@ def live_load(view: JobView, cfg: KingmanConfig) -> float:
     if not rate:
         return 1.0
     return max(1.0, live.arrival_rows_per_second / rate)
+
+
+def rate_rising(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:
+    """Whether the arrival rate is rising by more than ``spare_rise_margin`` (a share, e.g. 0.1 = 10 %)
+    of the measured rate (:func:`arrival_rate` over ``rate_span_s``, rows/s): the live rate (rows/s
+    arriving now, :func:`live_load`) above it by that share, or the trend (:func:`rate_trend`, least
+    squares over ``trend_span_s``) extrapolated over ``delay_s`` + half a ``rate_span_s`` (seconds; the
+    provisioning delay, 0 when unknown) above it by that share. ``spare_when: rising`` keeps the spare
+    executors only then (issue #14; not in the thesis, which sizes for the measured rate, §4.6.4): a
+    step is sized in parts while the first batches at the new rate complete, and the spare covers the
+    part not yet measured; on a flat or falling rate it is only cost. The trend fitted over
+    ``trend_span_s`` stays up for that long after a step, so the spare is released lazily."""
+    if live_load(view, cfg) > 1.0 + cfg.spare_rise_margin:
+        return True
+    rate = arrival_rate(view, cfg.rate_span_s)
+    slope = rate_trend(view, cfg.trend_span_s)
+    if not rate or slope is None or slope <= 0:
+        return False
+    horizon = (delay_s or 0.0) + (cfg.rate_span_s or view.window_s) / 2.0
+    return slope * horizon / rate > cfg.spare_rise_margin
 
 
 def warm_equivalent(cluster: Optional[ClusterInputs], current: int, target: int, horizon_s: float) -> float:
@@ -523,6 +555,19 @@ class KingmanPolicy(Policy):
                         "worth_executors": worth, "latency_s": latency, "added": chosen - target}
 
     @staticmethod
+    def _spare_pays(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:
+        """Whether ``spare_executors`` are kept now (``spare_when``; issue #14, not in the thesis): always
+        with 'always'; with 'rising' while the arrival rate rises (:func:`rate_rising`); with 'auto' also
+        whenever the provisioning delay (s; None: unknown) exceeds the time between batch starts
+        (max(trigger interval, mean batch time), s): a rate step met then runs more than one batch on the
+        pool of before, so the spare is kept as insurance on every level."""
+        if cfg.spare_when == "always":
+            return True
+        if cfg.spare_when == "auto" and (delay_s is None or delay_s > 2 * trigger_wait_s(view, cfg)):
+            return True
+        return rate_rising(view, cfg, delay_s)
+
+    @staticmethod
     def _scale_down_blocked(view: JobView, cfg: KingmanConfig) -> Optional[str]:
         """Why no scale-down may happen now, or None (issue #14; the thesis scales down at once, its
         effects being "almost instantly visible", §4.6.4 — on Spark a released executor takes a
@@ -616,21 +661,26 @@ class KingmanPolicy(Policy):
         # a rate step arriving while a scale-out takes effect (detection + provisioning) meets one spare
         # executor instead of a full pool; a growing rate's sizing (below) counts it in. Never beyond
         # what the stages' tasks can use (their largest p_max), never under a bottleneck (Eq. 4.12 sizes)
+        cluster = cluster_of(view) if config.cluster_model else None
+        delay = provisioning_delay_s(cluster, config) if config.cluster_model else None
         spare = 0 if any(c["bottleneck"] for c in plan["constraints"].values()) else config.spare_executors
+        if spare and not self._spare_pays(view, config, delay):
+            spare = 0  # a flat or falling rate, new executors quick: no spare (released by the lazy scale-down)
         useful = math.ceil(max(m.p_max for models, _ in plan["models"].values() for m in models)
                            / plan["slots_per_executor"])
         spare = max(0, min(spare, useful - target))
         target += spare
-        if disrupted and target > current:
-            return []
-        cluster = cluster_of(view) if config.cluster_model else None
-        delay = provisioning_delay_s(cluster, config) if config.cluster_model else None
-        surge = live_load(view, config) if config.live_rate else 1.0
+        surge, surged = (live_load(view, config) if config.live_rate else 1.0), False
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, config, surge)
             extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else spare
             if now is not None and now["executors"] + extra > target:
                 plan, target = now, min(now["executors"] + extra, max(useful, now["executors"]))
+                surged = True
+        # right after a scale-down the completed batches and busy time read high (its re-run tasks); the
+        # live arrival rate does not, so a plan raised by it is not held back (with or without a spare)
+        if disrupted and target > current and not surged:
+            return []
         growth = 1.0
         if target > current:  # sized for the load when the new executors will be working
             growth = load_growth(view, config, delay)

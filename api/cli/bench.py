@@ -118,7 +118,8 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
               help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
 @click.option("--variants", default=None,
               help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
-                   '{"policy": "utilization-target"} for that policy (default: spare_executors 0, 1, 2).')
+                   '{"policy": "utilization-target"} for that policy (default: bench.scaling_whatif.VARIANTS: '
+                   'spare 0, the spare when it pays (the default), always, 2 always).')
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
@@ -424,14 +425,16 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
 @click.option("--tasks", default=40, show_default=True, type=click.IntRange(2, 10_000), help="Task records per report.")
 @click.option("--policy-share", default=0.2, show_default=True, type=click.FloatRange(0, 1),
               help="Share of the jobs with a (dry-run) policy configured.")
+@click.option("--linger-ms", default=None, type=click.FloatRange(0, 1000),
+              help="serve --batch-linger-ms (default: serve's own).")
 @click.option("--log", "log_path", default=None, type=click.Path(dir_okay=False), help="serve's log file.")
 @click.option("--out", default="bench-results/load.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_load(jobs: int, seconds: int, db_url: str, workers: int, threads: int, tasks: int, policy_share: float,
-               log_path, out: str) -> None:
+               linger_ms, log_path, out: str) -> None:
     """Simulated reporters against `serve` on 127.0.0.1: offered vs achieved, stored, p50/p99, CPU per report."""
     from spark_governor.bench.load import format_result, run_load
 
     result = run_load(jobs, seconds, db_url, workers=workers, threads=threads, tasks=tasks, policy_share=policy_share,
-                      log_path=log_path, out=lambda m: click.echo(m, err=True))
+                      linger_ms=linger_ms, log_path=log_path, out=lambda m: click.echo(m, err=True))
     write_json(result.as_dict(), out, indent=2)
     click.echo(format_result(result))

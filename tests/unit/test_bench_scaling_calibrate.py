@@ -14,13 +14,17 @@ import pytest
 from click.testing import CliRunner
 
 from spark_governor.api.cli import main
-from spark_governor.bench.scaling_calibrate import load_report, run_calibration
+from spark_governor.bench.scaling_calibrate import fit_split, load_report, run_calibration
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25.json"
 # ``spark-governor bench scaling-real --policies kingman,threshold,utilization-target,static`` (defaults: staircase
 # 2000,8000,16000,8000,2000 rows/s, 50 s levels, bound 14 s, trigger 8 s, max 4 executors) on the same 2-core
 # machine on 2026-11-25, 13:16–13:36 UTC, quiet; the JSON as written, re-serialised without indentation
 QUIET = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25-1336.json"
+# the same four-policy command without kingman (``--policies threshold,utilization-target,static``) on the sharper
+# staircase 2000,4000,16000,4000,2000 rows/s × 50 s, same machine, 2026-11-25 15:39–15:57 UTC, while other
+# engineers' work loaded it (load average 5–8); the JSON as written
+LOADED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25-1539.json"
 
 
 def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parameters(tmp_path):
@@ -54,11 +58,11 @@ def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parame
              for x in real["results"] if x["cluster"]["sources"]["driver_overhead"] == "control-plane"]
     assert plane and p["driver_overhead_s"] == pytest.approx(sum(v * n for v, n in plane) / sum(n for _, n in plane))
     pts = [b for x in real["results"] for b in x["batch_points"]]
-    waves = np.array([np.ceil(4 / min(n, 4)) for _, _, n, _ in pts])
-    work = waves * np.array([rows / 4 for _, rows, _, _ in pts])
-    (f, b), *_ = np.linalg.lstsq(np.vstack([waves, work]).T,
-                                 np.array([d for *_, d in pts]) - p["driver_overhead_s"], rcond=None)
-    assert p["task_overhead_s"] == pytest.approx(f) and p["row_cost_s"] == pytest.approx(b) and f > 0
+    fit = fit_split(pts, 4, p["driver_overhead_s"])
+    assert (p["task_overhead_s"], p["task_overhead_per_slot_s"], p["row_cost_s"]) == pytest.approx(
+        (fit["task_overhead_s"], fit["task_overhead_per_slot_s"], fit["row_cost_s"]))
+    assert p["task_overhead_s"] >= 0 and p["task_overhead_per_slot_s"] >= 0 and p["row_cost_s"] > 0
+    assert p["task_overhead_s"] + p["task_overhead_per_slot_s"] > 0
     assert 0 < p["driver_overhead_s"] < real["trigger_s"] and 0 < p["up_delay_s"] < real["level_s"] * len(real["levels"])
     warm = [x["cluster"]["warmup"] for x in real["results"] if x["cluster"]["warmup"]["samples"]]
     stages = len(real["results"][0]["service"]["templates"])  # the job's map and aggregation stages
@@ -169,10 +173,90 @@ def test_the_fixed_time_of_a_task_is_inside_the_task_where_utilization_target_se
     params, _ = sim_params(report, cluster_params(report))
     assert _util_target_scale_ins_at_8000(params, report) == []
     # the simulated tasks' busy time per row (8 000 rows/s: 16 000 rows per task) is the real tasks' own
-    per_row = (params.task_overhead_s + 16_000 * params.row_cost_s) / 16_000
+    per_row = (params.task_fixed_s(2) + 16_000 * params.row_cost_s) / 16_000  # it ran on 2 executors
     assert per_row == pytest.approx(real["service"]["row_cost_s"], rel=0.15)
     # the earlier split on the same batches: everything beyond the per-row slope outside the tasks
     fit = fit_batches([b for x in report["results"] for b in x["batch_points"]], 4)
-    outside = replace(params, task_overhead_s=0.0, driver_overhead_s=fit["overhead_s"], row_cost_s=fit["row_cost_s"])
+    outside = replace(params, task_overhead_s=0.0, task_overhead_per_slot_s=0.0, driver_overhead_s=fit["overhead_s"], row_cost_s=fit["row_cost_s"])
     assert fit["row_cost_s"] < 0.85 * real["service"]["row_cost_s"]
-    assert len(_util_target_scale_ins_at_8000(outside, report)) >= 2
+    assert len(_util_target_scale_ins_at_8000(outside, report)) >= 1
+
+
+def _single_fixed_cost(params, points):
+    """The earlier batch model on the same points: one fixed time per task for every executor count,
+    plain least squares (what ``fit_split`` did before the per-slot part)."""
+    from dataclasses import replace
+
+    waves = np.array([np.ceil(4 / min(n, 4)) for _, _, n, _ in points])
+    work = waves * np.array([rows / 4 for _, rows, _, _ in points])
+    (f, b), *_ = np.linalg.lstsq(np.vstack([waves, work]).T,
+                                 np.array([d for *_, d in points]) - params.driver_overhead_s, rcond=None)
+    return replace(params, task_overhead_s=float(f), task_overhead_per_slot_s=0.0, row_cost_s=float(b))
+
+
+def _median_abs_log_error(params, points) -> float:
+    return float(np.median([abs(np.log(d / params.processing_s(rows, n))) for _, rows, n, d in points]))
+
+
+@pytest.mark.parametrize("path", [QUIET, LOADED])
+def test_a_tasks_fixed_time_grows_with_the_slots_sharing_the_2_core_machine(path):
+    """The executors share the machine's 2 cores: a task's fixed time (its CPU work) grows with the slots,
+    the per-row cost (the job's sleep) does not. Fitted with one fixed time for every executor count, the
+    4-executor batches pulled it up for 1 and 2 executors; the per-slot model (robust, relative) predicts
+    the reactive policies' 1–2-executor batches — those their decisions are made on — better on both runs."""
+    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params
+
+    report = load_report(path)
+    params, _ = sim_params(report, cluster_params(report))
+    assert params.task_overhead_per_slot_s > 0.08
+    assert params.task_fixed_s(4) > params.task_fixed_s(1)
+    assert 0.8e-4 < params.row_cost_s < 1.2e-4  # the job's nominal 100 µs per row (row_cost_us)
+    old = _single_fixed_cost(params, [b for x in report["results"] for b in x["batch_points"]])
+    for run in report["results"]:
+        few = [b for b in run["batch_points"] if b[2] <= 2]
+        if len(few) >= 10:
+            assert _median_abs_log_error(params, few) < _median_abs_log_error(old, few), run["policy"]
+    if path == QUIET:  # quiet: the per-slot part is nearly all of it (0.19 s a task on 1 executor, 0.54 s on 4)
+        assert params.task_overhead_s < params.task_overhead_per_slot_s
+        assert _median_abs_log_error(params, [b for x in report["results"] for b in x["batch_points"]]) < 0.1
+
+
+def test_calibration_of_the_loaded_sharper_staircase_run():
+    """The 15:39 run (loaded machine): every policy is simulated with the pooled parameters; the static
+    run is within 5 points. The reactive policies are not (threshold +18, utilization-target +26 points,
+    5 seeds): what their real runs met is not in the model (the machine's load during the
+    utilization-target run; a threshold scale-in on a ratio 0.01 under its limit, whose 60 s scaling
+    interval then covered the 16 000 rows/s level) — see ``bench.scaling_calibrate``."""
+    out = run_calibration(load_report(LOADED), seed=0, seeds=2)
+    rows = {r["policy"]: r for r in out["results"]}
+    assert list(rows) == ["threshold", "utilization-target", "static-4"]
+    assert abs(rows["static-4"]["gap_points"]) <= 5.0
+    assert rows["static-4"]["exec_seconds_ratio"] == pytest.approx(1.0, abs=0.01)
+    delays = out["params"]["up_delays_s"]  # threshold 5.2–6.8 s, utilization-target 6.7, 30.8, 20.9, 13.0 s
+    assert len(delays) == 7 and max(delays) > 30 and out["params"]["up_delay_s"] == pytest.approx(np.median(delays))
+    assert out["params"]["task_overhead_per_slot_s"] > 0
+
+
+def test_registration_delays_pair_executors_with_requests_first_in_first_out():
+    """Spark grants executor requests in order: the k-th executor to register answers the oldest request
+    still outstanding; a scale-in cancels the newest outstanding requests first. Times are half a sample
+    (0.5 s) before the first per-second sample counting the executor."""
+    from spark_governor.bench.scaling_calibrate import registration_delays
+
+    run = {"timeline": [[-1.0, 1], [0.0, 1], [11.0, 2], [31.0, 3], [32.0, 3], [50.0, 2], [61.0, 3]],
+           "decisions": [{"t_s": 5.0, "old": 1, "new": 2}, {"t_s": 10.0, "old": 2, "new": 4},
+                         {"t_s": 20.0, "old": 4, "new": 3}, {"t_s": 45.0, "old": 3, "new": 2},
+                         {"t_s": 55.0, "old": 2, "new": 3}]}
+    # 5 s: one asked (registered 10.5: 5.5 s); 10 s: two more asked; 20 s: the newest of them cancelled;
+    # the other registers at 30.5 (20.5 s); 45 s: one released; 55 s: one asked, registered at 60.5
+    assert registration_delays(run) == pytest.approx([5.5, 20.5, 5.5])
+    assert registration_delays({"timeline": [[0.0, 2]], "decisions": []}) == []
+    # the loaded run: utilization-target asked at 82.4, 98.4 and 114.3 s and got its executors 13–31 s
+    # later, in order — the control plane's register_s (6.5 s median) paired them with later decisions
+    report = load_report(LOADED)
+    run = next(x for x in report["results"] if x["policy"] == "utilization-target")
+    d = registration_delays(run)
+    assert len(d) == 4 and d[0] < 8 and d[1:] == pytest.approx([30.8, 20.9, 13.0], abs=0.3)
+    assert run["cluster"]["provisioning"]["register_s"]["median"] < 7
+    quiet = [x for r in load_report(QUIET)["results"] for x in registration_delays(r)]
+    assert len(quiet) == 8 and 1.0 < min(quiet) and max(quiet) < 3.5  # ExecutorAdded medians 2.1–2.4 s

@@ -200,6 +200,24 @@ def test_task_overhead_is_inside_the_task_where_the_stage_statistics_see_it():
     assert stage.records_in_per_second / (stage.utilization * stage.parallelism) == pytest.approx(1000 / 1.5)
 
 
+def test_the_per_slot_task_overhead_grows_with_the_slots_a_batch_runs_on():
+    """``task_overhead_per_slot_s``: a task's fixed time is ``task_overhead_s`` + per slot × the batch's
+    slots (executors sharing the machine's cores): 0.1 + 0.2 × 1 s on 1 executor, 0.1 + 0.2 × 2 s on 2,
+    inside the task (the stage's service time holds it)."""
+    params = SimParams(**QUIET, task_overhead_s=0.1, task_overhead_per_slot_s=0.2)
+    assert params.task_fixed_s(1) == pytest.approx(0.3) and params.task_fixed_s(2) == pytest.approx(0.5)
+    assert params.task_fixed_s(4) == pytest.approx(0.5)  # 2 partitions: at most 2 slots run the stage
+    assert params.processing_s(2000, 1) == pytest.approx(2 * (0.3 + 1.0))  # two waves
+    assert params.processing_s(2000, 2) == pytest.approx(0.5 + 1.0)
+    for n, task in ((1, 1.3), (2, 1.5)):
+        sim = Simulation(rate, 60.0, static_ctrl(n), params)
+        sim.run()
+        assert sim.view(60_000).stages[0].service_mean_s == pytest.approx(task)
+        assert sim.stats[-1].processing_s == pytest.approx(task * (2 if n == 1 else 1))
+    # 0 (the default): the fixed time does not depend on the slots
+    assert SimParams(**QUIET, task_overhead_s=0.5).task_fixed_s(2) == SimParams(**QUIET, task_overhead_s=0.5).task_fixed_s(1)
+
+
 def test_cluster_profile_is_what_the_control_plane_has_measured_by_then():
     params = SimParams(**QUIET, up_delay_s=3.0, driver_overhead_s=0.25, warmup_factor=2.0, warmup_tasks=1,
                        cluster_profile=True)
@@ -220,3 +238,20 @@ def test_cluster_profile_is_what_the_control_plane_has_measured_by_then():
     plain = Simulation(rate, 9.0, step_ctrl(3, 10.0), SimParams(**QUIET))
     plain.run()
     assert getattr(plain.view(9_000), "cluster", None) is None
+
+
+def test_measured_provisioning_delays_are_drawn_per_scale_out_without_changing_the_batch_noise():
+    """``up_delays_s``: each scale-out request registers after a delay drawn from the measured ones (its own
+    generator: the batches' noise draws are those of a run without it)."""
+    noisy = dict(QUIET, noise_sigma=0.3)
+    base = simulate(rate, 40.0, step_ctrl(3, 10.0), SimParams(**noisy, up_delay_s=3.0))
+    one = simulate(rate, 40.0, step_ctrl(3, 10.0), SimParams(**noisy, up_delay_s=9.0, up_delays_s=(3.0,)))
+    assert [t for t, reg, _ in one.timeline if reg == 3] == [13.0]  # directive at 10 s + 3 s, not 9 s
+    assert [b.processing_s for b in one.batches] == [b.processing_s for b in base.batches]
+    late = simulate(rate, 40.0, step_ctrl(3, 10.0), SimParams(**noisy, up_delays_s=(7.0, 7.0)))
+    assert [t for t, reg, _ in late.timeline if reg == 3] == [17.0]
+    seen = set()
+    for seed in range(12):
+        res = simulate(rate, 40.0, step_ctrl(3, 10.0), SimParams(**noisy, up_delays_s=(2.0, 6.0)), seed)
+        seen |= {t for t, reg, _ in res.timeline if reg == 3}
+    assert seen == {12.0, 16.0}
