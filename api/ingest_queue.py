@@ -3,8 +3,9 @@ transaction.
 
 The request threads of ``POST /api/v1/reports`` read, parse, validate and authorize a report as before, then
 :meth:`IngestQueue.submit` a ``aggregators.ingest_batch.Pending`` and wait. The writer takes everything queued
-(up to ``max_batch_reports`` reports and ``max_batch_tasks`` task records, at least one report; no linger, so
-under light load a batch is one report and its latency does not grow), defers a second report of a
+(up to ``max_batch_reports`` reports and ``max_batch_tasks`` task records, at least one report) once the oldest
+has waited ``linger_s`` seconds (the linger: more reports share the transaction, at that much more latency per
+report; 0: take what waits now, so under light load a batch is one report), defers a second report of a
 ``reporter.id`` already in the batch to the next batch (``ingest_reports`` applies at most one report per
 reporter), and runs ONE transaction: ``ingest_reports`` then ``current_directives_of`` for the batch's jobs, and
 commit. Only then are the waiting requests answered, so an answer 200 means the report is committed.
@@ -23,8 +24,10 @@ Failures, per batch:
   transaction of its own, so a report that cannot be stored fails alone (:class:`IngestFailed`: 500) and the
   others are stored and answered.
 
-Bounds: at most ``max_queued_reports`` reports wait per process (beyond it :class:`Refused`, 503 with
-``Retry-After`` 1 s); a request waits at most ``deadline_s`` seconds for its outcome (then 503: a report the
+Bounds: at most ``max_queued_reports`` reports and ``max_queued_tasks`` task records wait per process (beyond
+either :class:`Refused`, 503 with ``Retry-After`` 1 s; a report alone in the queue is always taken, whatever its
+size: the parse already bounded it), so the memory of parsed reports waiting is bounded whatever the number of
+request threads; a request waits at most ``deadline_s`` seconds for its outcome (then 503: a report the
 writer had already taken may still be committed; the reporter sends it again with the same seq and gets
 ``duplicate: true``, the exactly-once contract of ``aggregators.ingest``).
 
@@ -97,6 +100,7 @@ class _Ticket:
     tasks: int
     done: threading.Event = field(default_factory=threading.Event)
     taken: bool = False  # the writer has it (it may be committed even if its request gave up)
+    arrived: float = field(default_factory=time.monotonic)  # when it was queued (time.monotonic, s)
     result: Optional[IngestResult] = None
     directives: list = field(default_factory=list)
     error: Optional[Exception] = None
@@ -119,11 +123,18 @@ class IngestQueue:
     seconds."""
 
     def __init__(self, engine: Engine, window_ms: int, *, max_queued_reports: int = 512,
-                 max_batch_reports: int = 64, max_batch_tasks: int = 20_000, deadline_s: float = 30.0,
-                 retries: int = 5, backoff_s: float = 0.05, idle_exit_s: float = 10.0,
+                 max_queued_tasks: int = 200_000, max_batch_reports: int = 64, max_batch_tasks: int = 20_000,
+                 deadline_s: float = 30.0, retries: int = 5, backoff_s: float = 0.05, idle_exit_s: float = 10.0,
+                 linger_s: float = 0.0,
                  metrics: Optional[QueueMetrics] = None) -> None:
-        if max_queued_reports < 1 or max_batch_reports < 1 or max_batch_tasks < 1 or deadline_s <= 0:
-            raise ValueError("max_queued_reports, max_batch_reports, max_batch_tasks and deadline_s must be positive")
+        if (max_queued_reports < 1 or max_queued_tasks < 1 or max_batch_reports < 1 or max_batch_tasks < 1
+                or deadline_s <= 0):
+            raise ValueError("max_queued_reports, max_queued_tasks, max_batch_reports, max_batch_tasks and "
+                             "deadline_s must be positive")
+        self.max_queued_tasks = max_queued_tasks
+        if not 0 <= linger_s < deadline_s:
+            raise ValueError("linger_s must be at least 0 and below deadline_s")
+        self.linger_s = linger_s
         self.engine, self.window_ms = engine, window_ms
         self.max_queued_reports, self.max_batch_reports = max_queued_reports, max_batch_reports
         self.max_batch_tasks, self.deadline_s = max_batch_tasks, deadline_s
@@ -147,6 +158,9 @@ class IngestQueue:
             if len(self._queue) >= self.max_queued_reports:
                 raise Refused(f"server: {self.max_queued_reports} reports already wait to be stored, retry later",
                               RETRY_QUEUE_S)
+            if self._queue and sum(t.tasks for t in self._queue) + ticket.tasks > self.max_queued_tasks:
+                raise Refused(f"server: more than {self.max_queued_tasks} task records would wait to be stored, "
+                              "retry later", RETRY_QUEUE_S)
             self._queue.append(ticket)
             self._gauge()
             if self._thread is None:
@@ -226,6 +240,16 @@ class IngestQueue:
                         self._thread = None
                         return
                     self._cond.wait(max(0.0, self.idle_exit_s - (time.monotonic() - idle_since)))
+                # the linger: let more reports join until the oldest has waited linger_s (a full batch or a
+                # close ends it early)
+                while (self.linger_s > 0 and self._queue and not self._closed
+                       and len(self._queue) < self.max_batch_reports):
+                    left = self._queue[0].arrived + self.linger_s - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if not self._queue:  # a request that gave up took its report out while we lingered
+                    continue
                 batch = self._take()
             try:
                 self._write(batch, split=True)

@@ -278,7 +278,7 @@ def _stored_reports(db_url: str, prefix: str) -> int:
 
 def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: int = 8, tasks: int = 40,
              policy_share: float = 0.2, senders: int = 0, evaluation_s: float = 10.0,
-             log_path: Optional[str] = None, out=print) -> LoadResult:
+             linger_ms: Optional[float] = None, log_path: Optional[str] = None, out=print) -> LoadResult:
     """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``."""
     import requests
 
@@ -293,7 +293,8 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
     proc = subprocess.Popen(
         [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db_url,
          "--workers", str(workers), "--threads", str(threads), "--evaluation-seconds", str(evaluation_s),
-         "--token", f"bench:report={TOKEN}", "--token", f"admin={ADMIN}"],
+         "--token", f"bench:report={TOKEN}", "--token", f"admin={ADMIN}",
+         *(["--batch-linger-ms", str(linger_ms)] if linger_ms is not None else [])],
         stdout=log, stderr=log, env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"})
     url = f"http://127.0.0.1:{port}"
     result = LoadResult(jobs=jobs, seconds=seconds, db=db_url.split("://")[0], workers=workers, tasks=tasks,

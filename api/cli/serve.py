@@ -60,12 +60,19 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
 @click.option("--max-queued-reports", default=512, show_default=True, type=click.IntRange(1, 100_000),
               envvar="SPARK_GOVERNOR_MAX_QUEUED_REPORTS",
               help="Reports waiting to be stored per worker (group commit); more get 503 with Retry-After.")
+@click.option("--max-queued-tasks", default=200_000, show_default=True, type=click.IntRange(1, 100_000_000),
+              envvar="SPARK_GOVERNOR_MAX_QUEUED_TASKS",
+              help="Task records waiting to be stored per worker (bounds the memory of parsed reports); more: 503.")
 @click.option("--max-batch-reports", default=64, show_default=True, type=click.IntRange(1, 10_000),
               envvar="SPARK_GOVERNOR_MAX_BATCH_REPORTS",
               help="Most reports stored in one transaction (group commit).")
 @click.option("--max-batch-tasks", default=20_000, show_default=True, type=click.IntRange(1, 10_000_000),
               envvar="SPARK_GOVERNOR_MAX_BATCH_TASKS",
               help="Most task records stored in one transaction (a larger report goes alone).")
+@click.option("--batch-linger-ms", default=25.0, show_default=True, type=click.FloatRange(0, 1000),
+              envvar="SPARK_GOVERNOR_BATCH_LINGER_MS",
+              help="How long the oldest waiting report waits for more to share its transaction (group commit): "
+                   "less CPU per report under load, that much more latency.")
 @click.option("--queue-deadline-seconds", default=30.0, show_default=True, type=click.FloatRange(0.1, 3600),
               envvar="SPARK_GOVERNOR_QUEUE_DEADLINE_SECONDS",
               help="A report not committed within this many seconds is answered 503 (the reporter re-sends it; "
@@ -76,7 +83,8 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
 def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_seconds: float,
           retention_hours: float, metrics_expiry: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
           anonymous_reports: bool, reads: str, max_inflight_reports: int, max_queued_reports: int,
-          max_batch_reports: int, max_batch_tasks: int, queue_deadline_seconds: float, max_body_mib: int) -> None:
+          max_queued_tasks: int, max_batch_reports: int, max_batch_tasks: int, batch_linger_ms: float, queue_deadline_seconds: float,
+          max_body_mib: int) -> None:
     """Start the control plane (HTTP API, /metrics and the scheduler) on gunicorn."""
     import socket
 
@@ -91,8 +99,9 @@ def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_
     settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
                         require_report_token=not anonymous_reports, open_reads=reads == "open",
                         max_inflight_reports=max_inflight_reports, max_queued_reports=max_queued_reports,
-                        max_batch_reports=max_batch_reports, max_batch_tasks=max_batch_tasks,
-                        queue_deadline_s=queue_deadline_seconds, max_body_bytes=max_body_mib * 1024 * 1024,
+                        max_queued_tasks=max_queued_tasks, max_batch_reports=max_batch_reports,
+                        max_batch_tasks=max_batch_tasks, queue_deadline_s=queue_deadline_seconds,
+                        batch_linger_s=batch_linger_ms / 1000.0, max_body_bytes=max_body_mib * 1024 * 1024,
                         metrics_expiry_s=metrics_expiry)
     if port == 0:  # gunicorn needs a concrete port to report
         with socket.socket() as s:

@@ -21,6 +21,8 @@ from spark_governor.api.ingest_queue import WRITER_THREAD
 from spark_governor.bench.reports import gz, make_report
 
 N_TASKS = 8
+# the tests that count batches take the writer without its linger (serve's default is 25 ms), so that a
+# blocking report is taken alone; the linger has its own test at the end
 
 
 @pytest.fixture
@@ -126,7 +128,7 @@ def issue(engine, job: str, executors: int) -> None:
 
 
 def test_waiting_reports_share_one_transaction_and_get_their_directives(engine):
-    app = create_app(engine, Settings(window_ms=5000))
+    app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
     for job in ("job-a", "job-b"):  # the jobs exist, each with a directive
         assert post_now(app, report(job, f"first-{job}")).status_code == 200
     issue(engine, "job-a", 3)
@@ -159,7 +161,7 @@ def test_waiting_reports_share_one_transaction_and_get_their_directives(engine):
 
 
 def test_a_reporter_conflict_inside_a_batch_fails_alone(engine):
-    app = create_app(engine, Settings(window_ms=5000))
+    app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
     assert post_now(app, report("job-a", "bound")).status_code == 200
     poster = Poster(app)
     before = batches(app)
@@ -200,7 +202,7 @@ def test_a_report_that_cannot_be_stored_fails_alone(engine, monkeypatch):
         return results
 
     monkeypatch.setattr(ingest_queue, "ingest_reports", failing)
-    app = create_app(engine, Settings(window_ms=5000))
+    app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
     poster = Poster(app)
     before = batches(app)
     with writer_blocked(engine):
@@ -222,7 +224,7 @@ def test_a_report_that_cannot_be_stored_fails_alone(engine, monkeypatch):
 
 
 def test_two_reports_of_one_reporter_go_in_separate_batches_in_order(engine):
-    app = create_app(engine, Settings(window_ms=5000))
+    app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
     poster = Poster(app)
     before = batches(app)
     with writer_blocked(engine):
@@ -247,7 +249,8 @@ def test_a_full_queue_and_a_passed_deadline_get_503_with_retry_after(sqlite_url)
     db.upgrade(sqlite_url)
     engine = db.make_engine(sqlite_url)
     try:
-        app = create_app(engine, Settings(window_ms=5000, max_queued_reports=2, queue_deadline_s=1.5))
+        app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0, max_queued_reports=2,
+                                          queue_deadline_s=1.5))
         poster = Poster(app)
         with writer_blocked(engine):
             poster.post("taken", report("job-a", "taken"))
@@ -283,7 +286,7 @@ def test_close_writes_what_waits_stops_the_writer_and_refuses_later_reports(sqli
     db.upgrade(sqlite_url)
     engine = db.make_engine(sqlite_url)
     try:
-        app = create_app(engine, Settings(window_ms=5000))
+        app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
         poster = Poster(app)
         with writer_blocked(engine):
             poster.post("a", report("job-a", "a"))
@@ -310,7 +313,7 @@ def test_an_unreachable_database_gets_503_with_retry_after():
 
     engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/none")
     try:
-        app = create_app(engine, Settings(window_ms=5000))
+        app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0))
         client = app.test_client()
         started = time.monotonic()
         r = post_now(app, report("job-a", "a"))
@@ -320,5 +323,45 @@ def test_an_unreachable_database_gets_503_with_retry_after():
         assert queue_of(app).depth == 0
         assert batches(app) == (0, 0)  # nothing committed
         assert client.get("/healthz").status_code == 503
+    finally:
+        engine.dispose()
+
+
+def test_task_records_waiting_are_bounded_and_a_lingering_writer_batches_more(sqlite_url):
+    """``max_queued_tasks`` bounds the parsed task records waiting (503 + Retry-After beyond it, a report alone is
+    always taken); with ``batch_linger_s`` the writer waits for reports to share a transaction."""
+    from spark_governor.aggregators import db
+
+    db.upgrade(sqlite_url)
+    engine = db.make_engine(sqlite_url)
+    try:
+        app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.0, max_queued_tasks=2 * N_TASKS,
+                                          queue_deadline_s=5.0))
+        poster = Poster(app)
+        with writer_blocked(engine):
+            poster.post("taken", report("job-t", "taken"))
+            wait_depth(app, 1)  # being written: not counted against the bound
+            poster.post("queued-1", report("job-t", "q1"))
+            poster.post("queued-2", report("job-t", "q2"))
+            wait_depth(app, 3)
+            r = post_now(app, report("job-t", "over"))
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.get_json()
+            assert f"more than {2 * N_TASKS} task records" in r.get_json()["error"]
+        answers = poster.join()
+        assert {k: a[0] for k, a in answers.items()} == {"taken": 200, "queued-1": 200, "queued-2": 200}
+        assert stored_tasks(engine, "job-t") == 3 * N_TASKS
+    finally:
+        engine.dispose()
+    engine = db.make_engine(sqlite_url)
+    commits = []
+    event.listen(engine, "commit", lambda conn: commits.append(threading.current_thread().name))
+    try:
+        app = create_app(engine, Settings(window_ms=5000, batch_linger_s=0.5))
+        poster = Poster(app)
+        for i in range(6):  # arrive within the linger of the first: one transaction
+            poster.post(f"l{i}", report(f"job-l{i}", f"l{i}"))
+        answers = poster.join()
+        assert {a[0] for a in answers.values()} == {200}
+        assert commits.count(WRITER_THREAD) == 1, commits
     finally:
         engine.dispose()
