@@ -223,6 +223,51 @@ _WINDOW_MERGE = tuple(
     + [item for name in RUNTIME_MOMENTS for item in sql_merge(name, "runtime_windows", "excluded").items()])
 
 
+def fold_task(t: TaskRecord, rv: list, window_ms: int, sums: dict, samples: dict) -> None:
+    """Fold task ``t`` of runtime vertex ``rv`` ([id, last launch ms], the last launch advanced here) into the
+    sums and samples (seconds) of its window, keyed ``(runtime vertex id, window start ms)`` (module
+    docstring; ``aggregators.ingest_batch`` folds a batch with it too)."""
+    key = (rv[0], t.finish_ms - t.finish_ms % window_ms)
+    s = sums[key]
+    if not t.successful:
+        s["failed_tasks"] += 1
+        return
+    d = t.__dict__  # a flat model: its fields as stored (model_dump costs ~8 µs per task)
+    s["tasks"] += 1
+    records_in = t.input_records + t.shuffle_read_records
+    s["records_in"] += records_in
+    for name in _TASK_SUMS:
+        s[name] += d[name]
+    smp = samples[key]
+    smp["service"].append(t.run_time_ms / 1000.0)
+    if t.stage_submission_ms is not None:
+        smp["latency"].append((t.finish_ms - t.stage_submission_ms) / 1000.0)
+    if records_in > 0:
+        smp["service_per_record"].append(t.run_time_ms / 1000.0 / records_in)
+    if rv[1] is not None and t.launch_ms > rv[1]:
+        smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
+    rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
+
+
+def window_values(key: tuple[int, int], template_id: int, window_ms: int, s: dict, smp: dict) -> dict:
+    """The runtime window row of one report's tasks in window ``key`` (sums saturated at 2⁶³ − 1, moments of
+    the samples), as the window upsert inserts or merges it."""
+    values = {"runtime_vertex_id": key[0], "template_id": template_id, "window_start_ms": key[1],
+              "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
+    for name in RUNTIME_SUMS:
+        values[name] = min(s[name], INT64_MAX)
+    for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
+        vals = smp.get(name)
+        if not vals:
+            values[n_col], values[mean_col], values[m2_col] = 0, 0.0, 0.0
+        elif len(vals) == 1:  # most windows of a report: one task (Moments.of's result, without the object)
+            values[n_col], values[mean_col], values[m2_col] = 1, float(vals[0]), 0.0
+        else:
+            m = Moments.of(vals)
+            values[n_col], values[mean_col], values[m2_col] = m.n, m.mean, m.m2
+    return values
+
+
 def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
     app_id = report.reporter.app_id or ""
     rvs = _ensure_runtime_vertices(conn, {(template_ids[t.template_key], t.partition) for t in report.tasks})
@@ -233,27 +278,8 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
     for t in sorted(report.tasks, key=lambda t: t.launch_ms):
         tid = template_ids[t.template_key]
         rv = rvs[(tid, t.partition)]
-        d = t.__dict__  # a flat model: its fields as stored (model_dump costs ~8 µs per task)
-        rows.append((*_task_values(d), job_id, tid, rv[0], app_id))
-        key = (rv[0], t.finish_ms - t.finish_ms % window_ms)
-        s = sums[key]
-        if not t.successful:
-            s["failed_tasks"] += 1
-            continue
-        s["tasks"] += 1
-        records_in = t.input_records + t.shuffle_read_records
-        s["records_in"] += records_in
-        for name in _TASK_SUMS:
-            s[name] += d[name]
-        smp = samples[key]
-        smp["service"].append(t.run_time_ms / 1000.0)
-        if t.stage_submission_ms is not None:
-            smp["latency"].append((t.finish_ms - t.stage_submission_ms) / 1000.0)
-        if records_in > 0:
-            smp["service_per_record"].append(t.run_time_ms / 1000.0 / records_in)
-        if rv[1] is not None and t.launch_ms > rv[1]:
-            smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
-        rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
+        rows.append((*_task_values(t.__dict__), job_id, tid, rv[0], app_id))
+        fold_task(t, rv, window_ms, sums, samples)
     insert_tuples(conn, tasks, _TASK_COLUMNS, rows)
     update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": last}
                                           for rid, last in rvs.values() if last is not None])
@@ -262,22 +288,7 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
     rv_template = {rid: tid for (tid, _p), (rid, _l) in rvs.items()}
     rows_w = []
     for key in sorted(sums):  # in key order: concurrent reports lock shared windows in the same order
-        s = sums[key]
-        smp = samples.get(key, {})
-        values = {"runtime_vertex_id": key[0], "template_id": rv_template[key[0]], "window_start_ms": key[1],
-                  "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
-        for name in RUNTIME_SUMS:
-            values[name] = min(s[name], INT64_MAX)
-        for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
-            vals = smp.get(name)
-            if not vals:
-                values[n_col], values[mean_col], values[m2_col] = 0, 0.0, 0.0
-            elif len(vals) == 1:  # most windows of a report: one task (Moments.of's result, without the object)
-                values[n_col], values[mean_col], values[m2_col] = 1, float(vals[0]), 0.0
-            else:
-                m = Moments.of(vals)
-                values[n_col], values[mean_col], values[m2_col] = m.n, m.mean, m.m2
-        rows_w.append(values)
+        rows_w.append(window_values(key, rv_template[key[0]], window_ms, sums[key], samples.get(key, {})))
     # one upsert: new windows inserted, stored ones merged in the database (Chan's merge, sums saturated)
     upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
     return len(rows)

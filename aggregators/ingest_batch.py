@@ -53,10 +53,11 @@ from sqlalchemy.engine import Connection
 from spark_governor.aggregators.bulk import insert_new_rows, insert_tuples, update_rows, upsert_rows
 from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.directives import apply_acks, directive_dict
-from spark_governor.aggregators.ingest import (_NO_MOMENTS, _RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS, _TASK_SUMS,
+from spark_governor.aggregators.ingest import (_NO_MOMENTS, _RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS,
                                                _TEMPLATE_KEY, _TEMPLATE_MERGE, _WINDOW_KEY, _WINDOW_MERGE,
                                                DEFAULT_WINDOW_MS, IngestResult, ReporterConflict, _merge_row,
-                                               _now_ms, _statement, _task_values, _window)
+                                               _now_ms, _statement, _task_values, _window, fold_task,
+                                               window_values)
 from spark_governor.aggregators.liveness import query_state_rows
 from spark_governor.aggregators.models import (RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, directives,
                                                jobs, partition_stats, query_states, reporters, runtime_vertices,
@@ -299,44 +300,12 @@ def _fold_tasks(accepted: list[_Item], rvs: dict, window_ms: int, results: list[
             tid = tids[t.template_key]
             rv = rvs[(tid, t.partition)]
             rv_template[rv[0]] = tid
-            d = t.__dict__
-            rows.append((*_task_values(d), item.job_id, tid, rv[0], item.app_id))
+            rows.append((*_task_values(t.__dict__), item.job_id, tid, rv[0], item.app_id))
             launches[(item.job_id, item.app_id, t.stage_id, t.stage_attempt)].append((item.index, t.launch_ms))
-            key = (rv[0], t.finish_ms - t.finish_ms % window_ms)
-            s = sums[key]
-            if not t.successful:
-                s["failed_tasks"] += 1
-                continue
-            s["tasks"] += 1
-            records_in = t.input_records + t.shuffle_read_records
-            s["records_in"] += records_in
-            for name in _TASK_SUMS:
-                s[name] += d[name]
-            smp = samples[key]
-            smp["service"].append(t.run_time_ms / 1000.0)
-            if t.stage_submission_ms is not None:
-                smp["latency"].append((t.finish_ms - t.stage_submission_ms) / 1000.0)
-            if records_in > 0:
-                smp["service_per_record"].append(t.run_time_ms / 1000.0 / records_in)
-            if rv[1] is not None and t.launch_ms > rv[1]:
-                smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
-            rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
+            fold_task(t, rv, window_ms, sums, samples)
         results[item.index].tasks = len(rows) - n0
         for key, s in sums.items():  # this report's window as ingest_report would upsert it ...
-            smp = samples.get(key, {})
-            values = {"runtime_vertex_id": key[0], "template_id": rv_template[key[0]], "window_start_ms": key[1],
-                      "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
-            for name in RUNTIME_SUMS:
-                values[name] = min(s[name], INT64_MAX)
-            for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
-                vals = smp.get(name)
-                if not vals:
-                    values[n_col], values[mean_col], values[m2_col] = 0, 0.0, 0.0
-                elif len(vals) == 1:
-                    values[n_col], values[mean_col], values[m2_col] = 1, float(vals[0]), 0.0
-                else:
-                    m = Moments.of(vals)
-                    values[n_col], values[mean_col], values[m2_col] = m.n, m.mean, m.m2
+            values = window_values(key, rv_template[key[0]], window_ms, s, samples.get(key, {}))
             stored = windows.get(key)
             # ... merged into the same window of the batch's earlier reports as the upsert would merge it
             windows[key] = values if stored is None else _merge_windows(stored, values)
