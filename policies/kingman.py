@@ -152,7 +152,7 @@ class KingmanConfig(SafetyConfig):
                                                         "triggered in the last this many seconds")
     max_load_growth: float = Field(2.0, ge=1, description="A scale-out is sized for at most this many times "
                                                           "the current arrival rate")
-    scale_down_delay_s: float = Field(8.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
+    scale_down_delay_s: float = Field(30.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
                                                               "no scale-down within this many seconds of an "
                                                               "executor decision, and it must keep the bound "
                                                               "at the highest arrival rate of that long")
@@ -163,14 +163,14 @@ class KingmanConfig(SafetyConfig):
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
     spare_when: Literal["always", "rising", "auto"] = Field(
-        "auto", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
+        "always", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
                               "while the arrival rate is rising (see rate_rising), released by the lazy "
                               "scale-down; 'auto': 'rising' when new executors work within the time between "
                               "batch starts (measured or configured provisioning delay), else 'always'")
     spare_rise_margin: float = Field(0.1, ge=0, description="With spare_when 'rising': the rate is rising when "
                                                             "the live rate or the trend over the provisioning "
                                                             "delay is more than this share above the measured rate")
-    live_rate: bool = Field(True, description="Also size for the source's arrival rate of the live state "
+    live_rate: bool = Field(False, description="Also size for the source's arrival rate of the live state "
                                                "when above the completed batches' (a rate step not yet in a "
                                                "completed batch; see live_load)")
     warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "

@@ -119,7 +119,7 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
 @click.option("--variants", default=None,
               help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
                    '{"policy": "utilization-target"} for that policy (default: bench.scaling_whatif.VARIANTS: '
-                   'spare 0, the spare when it pays (the default), always, 2 always).')
+                   'spare 0, the spare when it pays, always (the default), 2 always).')
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
