@@ -83,8 +83,8 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
 def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_seconds: float,
           retention_hours: float, metrics_expiry: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
           anonymous_reports: bool, reads: str, max_inflight_reports: int, max_queued_reports: int,
-          max_queued_tasks: int, max_batch_reports: int, max_batch_tasks: int, batch_linger_ms: float, queue_deadline_seconds: float,
-          max_body_mib: int) -> None:
+          max_queued_tasks: int, max_batch_reports: int, max_batch_tasks: int, batch_linger_ms: float,
+          queue_deadline_seconds: float, max_body_mib: int) -> None:
     """Start the control plane (HTTP API, /metrics and the scheduler) on gunicorn."""
     import socket
 
@@ -95,28 +95,28 @@ def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_
     from spark_governor.api.server import ProductionConfig, SchemaNotCurrent, run_production
     from spark_governor.aggregators.db import NoDatabase
 
-    named = _tokens(tokens)
-    settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
-                        require_report_token=not anonymous_reports, open_reads=reads == "open",
-                        max_inflight_reports=max_inflight_reports, max_queued_reports=max_queued_reports,
-                        max_queued_tasks=max_queued_tasks, max_batch_reports=max_batch_reports,
-                        max_batch_tasks=max_batch_tasks, queue_deadline_s=queue_deadline_seconds,
-                        batch_linger_s=batch_linger_ms / 1000.0, max_body_bytes=max_body_mib * 1024 * 1024,
-                        metrics_expiry_s=metrics_expiry)
-    if port == 0:  # gunicorn needs a concrete port to report
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-    else:
-        with socket.socket() as s:  # a clear error before forking workers
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, port))
-            except OSError as exc:
-                raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-    cfg = ProductionConfig(db_url=db_url, host=host, port=port, workers=workers, threads=threads, settings=settings,
-                           retention_s=retention_hours * 3600, migrate=migrate, tokens=named)
-    try:
+    try:  # the metrics directory made above is removed on every way out (a failed start included)
+        named = _tokens(tokens)
+        settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
+                            require_report_token=not anonymous_reports, open_reads=reads == "open",
+                            max_inflight_reports=max_inflight_reports, max_queued_reports=max_queued_reports,
+                            max_queued_tasks=max_queued_tasks, max_batch_reports=max_batch_reports,
+                            max_batch_tasks=max_batch_tasks, queue_deadline_s=queue_deadline_seconds,
+                            batch_linger_s=batch_linger_ms / 1000.0, max_body_bytes=max_body_mib * 1024 * 1024,
+                            metrics_expiry_s=metrics_expiry)
+        if port == 0:  # gunicorn needs a concrete port to report
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+        else:
+            with socket.socket() as s:  # a clear error before forking workers
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind((host, port))
+                except OSError as exc:
+                    raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+        cfg = ProductionConfig(db_url=db_url, host=host, port=port, workers=workers, threads=threads, settings=settings,
+                               retention_s=retention_hours * 3600, migrate=migrate, tokens=named)
         click.echo(f"spark-governor control plane on http://{host}:{port} (db {db_url}, {workers} workers)", err=True)
         run_production(cfg)
     except (SchemaNotCurrent, NoDatabase) as exc:

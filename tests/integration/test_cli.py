@@ -83,6 +83,11 @@ def test_serve_reports_a_busy_port(sqlite_url):
         s.listen()
         r = CliRunner().invoke(main, ["serve", "--port", str(s.getsockname()[1]), "--db", sqlite_url])
     assert r.exit_code == 1 and "in use" in r.output
+    # the workers' metrics directory serve made is gone with it: left in the environment, every later
+    # Flask app of this process would expose /metrics from multiprocess files (CI, 2026-11-25)
+    import os
+
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 
 
 def test_stats_prints_a_table_and_errors_clearly(control_plane):
