@@ -306,6 +306,28 @@ _TEMPLATE_MERGE = (
     *[item for name in TEMPLATE_MOMENTS for item in sql_merge(name, "template_windows", "excluded").items()])
 
 
+def fold_stage(merged: dict, tid: int, s, launches: list[int], window_ms: int) -> None:
+    """Fold completed stage run ``s`` of template ``tid`` into ``merged`` (template window rows keyed
+    ``(template id, window start ms)``): the interarrival times of its task launches (``launches``, epoch ms,
+    sorted) and its makespan, in seconds (module docstring; ``aggregators.ingest_batch`` folds a batch with it)."""
+    moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(launches, launches[1:])])}
+    if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
+        moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
+    key = (tid, _window(s.completion_ms, window_ms))
+    row = merged.get(key)
+    if row is None:
+        values = {"template_id": tid, "window_start_ms": key[1], "window_ms": window_ms, "stages": 1,
+                  "max_num_tasks": s.num_tasks, "max_slots": s.slots}
+        for name in TEMPLATE_MOMENTS:
+            m = moments.get(name, _NO_MOMENTS)
+            values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
+        merged[key] = values
+    else:
+        row.update(_merge_row(row, moments, TEMPLATE_MOMENTS))
+        row.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
+                   max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+
+
 def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
     """Store new stage runs and fold completed ones into their template windows, with a fixed number of
     statements per report (not per stage): one insert of the runs not stored yet (``ON CONFLICT DO NOTHING``,
@@ -337,23 +359,7 @@ def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: di
             launches[(r.stage_id, r.stage_attempt)].append(r.launch_ms)
     merged: dict[tuple[int, int], dict] = {}
     for tid, s in completed:  # in report order; the stored window absorbs their merge in the database
-        ls = launches.get((s.stage_id, s.attempt), [])
-        moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(ls, ls[1:])])}
-        if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
-            moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
-        key = (tid, _window(s.completion_ms, window_ms))
-        row = merged.get(key)
-        if row is None:
-            values = {"template_id": tid, "window_start_ms": key[1], "window_ms": window_ms, "stages": 1,
-                      "max_num_tasks": s.num_tasks, "max_slots": s.slots}
-            for name in TEMPLATE_MOMENTS:
-                m = moments.get(name, _NO_MOMENTS)
-                values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
-            merged[key] = values
-        else:
-            row.update(_merge_row(row, moments, TEMPLATE_MOMENTS))
-            row.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
-                       max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+        fold_stage(merged, tid, s, launches.get((s.stage_id, s.attempt), []), window_ms)
     upsert_rows(conn, template_windows, [merged[k] for k in sorted(merged)], _TEMPLATE_KEY, _TEMPLATE_MERGE)
     return len(new)
 

@@ -53,13 +53,12 @@ from sqlalchemy.engine import Connection
 from spark_governor.aggregators.bulk import insert_new_rows, insert_tuples, update_rows, upsert_rows
 from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.directives import apply_acks, directive_dict
-from spark_governor.aggregators.ingest import (_NO_MOMENTS, _RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS,
-                                               _TEMPLATE_KEY, _TEMPLATE_MERGE, _WINDOW_KEY, _WINDOW_MERGE,
-                                               DEFAULT_WINDOW_MS, IngestResult, ReporterConflict, _merge_row,
-                                               _now_ms, _statement, _task_values, _window, fold_task,
-                                               window_values)
+from spark_governor.aggregators.ingest import (_RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS, _TEMPLATE_KEY,
+                                               _TEMPLATE_MERGE, _WINDOW_KEY, _WINDOW_MERGE, DEFAULT_WINDOW_MS,
+                                               IngestResult, ReporterConflict, _now_ms, _statement, _task_values,
+                                               fold_stage, fold_task, window_values)
 from spark_governor.aggregators.liveness import query_state_rows
-from spark_governor.aggregators.models import (RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, directives,
+from spark_governor.aggregators.models import (RUNTIME_SUMS, batches, directives,
                                                jobs, partition_stats, query_states, reporters, runtime_vertices,
                                                runtime_windows, stage_runs, tasks, template_vertices, template_windows)
 from spark_governor.aggregators.partitions import partition_rows
@@ -380,22 +379,7 @@ def _template_windows(completed: list[tuple], stored: dict, batch_launches: dict
     for item, tid, s in completed:
         key4 = (item.job_id, item.app_id, s.stage_id, s.attempt)
         ls = sorted(stored.get(key4, []) + [ms for idx, ms in batch_launches.get(key4, ()) if idx <= item.index])
-        moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(ls, ls[1:])])}
-        if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
-            moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
-        key = (tid, _window(s.completion_ms, window_ms))
-        row = merged.get(key)
-        if row is None:
-            values = {"template_id": tid, "window_start_ms": key[1], "window_ms": window_ms, "stages": 1,
-                      "max_num_tasks": s.num_tasks, "max_slots": s.slots}
-            for name in TEMPLATE_MOMENTS:
-                m = moments.get(name, _NO_MOMENTS)
-                values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
-            merged[key] = values
-        else:
-            row.update(_merge_row(row, moments, TEMPLATE_MOMENTS))
-            row.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
-                       max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+        fold_stage(merged, tid, s, ls, window_ms)
     return [merged[k] for k in sorted(merged)]
 
 
