@@ -372,6 +372,24 @@ def _store_batches(conn: Connection, job_id: int, report: Report, job_run_id: st
     return len(insert_new_rows(conn, batches, rows, ("job_id", "run_id", "batch_id"), ("run_id", "batch_id")))
 
 
+def job_values(report: Report, now: int) -> dict:
+    """The job columns a report sets (its reporter's state), in a fixed order: the job update statement is
+    built once per set of columns (``_statement("job_update", ...)``)."""
+    r = report.reporter
+    values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
+    if r.slots is not None:
+        values["slots"] = r.slots
+    if r.executors is not None:
+        values["executors"] = r.executors
+    if r.knob_state:
+        values["knob_state"] = dict(r.knob_state)
+    if r.attachment is not None:
+        values["attachment"] = r.attachment.model_dump(mode="json")
+    if r.app_id:
+        values.update(app_id=r.app_id, master=r.master)
+    return values
+
+
 def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WINDOW_MS,
                   token: str | None = None, now_ms: int | None = None) -> IngestResult:
     """Store ``report`` using ``conn`` (the caller owns the transaction); ``token``: the name of the
@@ -396,19 +414,8 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     store_query_states(conn, job_id, report, now)
     if report.executors:  # registration times for the provisioning delay (aggregators.cluster_profile)
         record_executor_events(conn, job_id, job_run_id, [e.model_dump() for e in report.executors])
-    r = report.reporter
-    values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
-    if r.slots is not None:
-        values["slots"] = r.slots
-    if r.executors is not None:
-        values["executors"] = r.executors
-    if r.knob_state:
-        values["knob_state"] = dict(r.knob_state)
-    if r.attachment is not None:
-        values["attachment"] = r.attachment.model_dump(mode="json")
-    if r.applied:
-        apply_acks(conn, job_id, list(r.applied), now)
-    if r.app_id:
-        values.update(app_id=r.app_id, master=r.master)
+    if report.reporter.applied:
+        apply_acks(conn, job_id, list(report.reporter.applied), now)
+    values = job_values(report, now)
     conn.execute(_statement("job_update", tuple(values)), {"p_job_id": job_id, **{f"p_{k}": v for k, v in values.items()}})
     return result

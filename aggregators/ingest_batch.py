@@ -56,7 +56,7 @@ from spark_governor.aggregators.directives import apply_acks, directive_dict
 from spark_governor.aggregators.ingest import (_RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS, _TEMPLATE_KEY,
                                                _TEMPLATE_MERGE, _WINDOW_KEY, _WINDOW_MERGE, DEFAULT_WINDOW_MS,
                                                IngestResult, ReporterConflict, _now_ms, _statement, _task_values,
-                                               fold_stage, fold_task, window_values)
+                                               fold_stage, fold_task, job_values, window_values)
 from spark_governor.aggregators.liveness import query_state_rows
 from spark_governor.aggregators.models import (RUNTIME_SUMS, batches, directives,
                                                jobs, partition_stats, query_states, reporters, runtime_vertices,
@@ -399,29 +399,12 @@ def _store_batches(conn: Connection, accepted: list[_Item], results: list[Ingest
 
 
 # -- the job row -----------------------------------------------------------------------------------------
-def _job_values(report: Report, now: int) -> dict:
-    """The job columns ``ingest_report`` sets for ``report`` (the same, in the same order)."""
-    r = report.reporter
-    values = {"last_report_ms": now, "not_actuatable": dict(r.not_actuatable)}
-    if r.slots is not None:
-        values["slots"] = r.slots
-    if r.executors is not None:
-        values["executors"] = r.executors
-    if r.knob_state:
-        values["knob_state"] = dict(r.knob_state)
-    if r.attachment is not None:
-        values["attachment"] = r.attachment.model_dump(mode="json")
-    if r.app_id:
-        values.update(app_id=r.app_id, master=r.master)
-    return values
-
-
 def _update_jobs(conn: Connection, accepted: list[_Item]) -> None:
     """Each job's row as its last report of the batch leaves it (a column a report does not set keeps the value
     of the previous report that did); one statement per set of columns (usually one for the batch)."""
     final: dict[int, dict] = {}
     for item in accepted:
-        final.setdefault(item.job_id, {}).update(_job_values(item.report, item.now))
+        final.setdefault(item.job_id, {}).update(job_values(item.report, item.now))
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for job_id in sorted(final):
         values = final[job_id]
