@@ -81,7 +81,10 @@ def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | 
     cluster = cluster_params(report)
     params, defaults = sim_params(report, cluster)
     if overrides:
-        params = replace(params, **overrides)
+        # a single provisioning delay replaces the measured ones (the simulator draws from ``up_delays_s``
+        # whenever it has them: until 2026-11-26 an ``up_delay_s`` override alone changed nothing)
+        single = {"up_delays_s": ()} if "up_delay_s" in overrides and "up_delays_s" not in overrides else {}
+        params = replace(params, **{**overrides, **single})
     rows = []
     for levels, level_s in staircases:
         static_s = max_exec * len(levels) * level_s

@@ -152,7 +152,7 @@ class KingmanConfig(SafetyConfig):
                                                         "triggered in the last this many seconds")
     max_load_growth: float = Field(2.0, ge=1, description="A scale-out is sized for at most this many times "
                                                           "the current arrival rate")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
+    scale_down_delay_s: float = Field(8.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
                                                               "no scale-down within this many seconds of an "
                                                               "executor decision, and it must keep the bound "
                                                               "at the highest arrival rate of that long")
@@ -162,15 +162,17 @@ class KingmanConfig(SafetyConfig):
                                                               "flight is older than twice the bound")
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
-    spare_when: Literal["always", "rising", "auto"] = Field(
-        "always", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
+    spare_when: Literal["always", "rising", "auto", "slow"] = Field(
+        "slow", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
                               "while the arrival rate is rising (see rate_rising), released by the lazy "
                               "scale-down; 'auto': 'rising' when new executors work within the time between "
-                              "batch starts (measured or configured provisioning delay), else 'always'")
+                              "batch starts (measured or configured provisioning delay), else 'always'; "
+                              "'slow': 'always' when they do not (or the delay is unknown), else never "
+                              "(with live_rate, a step is then sized for from the live rate)")
     spare_rise_margin: float = Field(0.1, ge=0, description="With spare_when 'rising': the rate is rising when "
                                                             "the live rate or the trend over the provisioning "
                                                             "delay is more than this share above the measured rate")
-    live_rate: bool = Field(False, description="Also size for the source's arrival rate of the live state "
+    live_rate: bool = Field(True, description="Also size for the source's arrival rate of the live state "
                                                "when above the completed batches' (a rate step not yet in a "
                                                "completed batch; see live_load)")
     warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
@@ -560,11 +562,16 @@ class KingmanPolicy(Policy):
         with 'always'; with 'rising' while the arrival rate rises (:func:`rate_rising`); with 'auto' also
         whenever the provisioning delay (s; None: unknown) exceeds the time between batch starts
         (max(trigger interval, mean batch time), s): a rate step met then runs more than one batch on the
-        pool of before, so the spare is kept as insurance on every level."""
+        pool of before, so the spare is kept as insurance on every level. 'slow' keeps it then and only
+        then: on a cluster whose executors work within a batch period the live rate (``live_rate``)
+        sizes a step before its first batch completes, and a spare on a flat level is only cost."""
         if cfg.spare_when == "always":
             return True
-        if cfg.spare_when == "auto" and (delay_s is None or delay_s > 2 * trigger_wait_s(view, cfg)):
+        slow = delay_s is None or delay_s > 2 * trigger_wait_s(view, cfg)
+        if cfg.spare_when in ("auto", "slow") and slow:
             return True
+        if cfg.spare_when == "slow":
+            return False
         return rate_rising(view, cfg, delay_s)
 
     @staticmethod
