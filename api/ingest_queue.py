@@ -186,6 +186,12 @@ class IngestQueue:
             return len(self._queue) + self._writing
 
     @property
+    def writing(self) -> int:
+        """Reports of the batch being written (taken from the queue, not yet committed)."""
+        with self._cond:
+            return self._writing
+
+    @property
     def running(self) -> bool:
         """The writer thread is alive (it starts with a report and leaves when idle or closed)."""
         with self._cond:

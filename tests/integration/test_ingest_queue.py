@@ -102,6 +102,15 @@ def wait_depth(app, n: int, timeout_s: float = 15.0) -> None:
         time.sleep(0.01)
 
 
+def wait_taken(app, n: int = 1, timeout_s: float = 15.0) -> None:
+    """Until the writer has taken ``n`` reports (a report that only waits in the queue can still join the
+    next batch: ``depth`` alone does not tell them apart)."""
+    deadline = time.monotonic() + timeout_s
+    while queue_of(app).writing != n:
+        assert time.monotonic() < deadline, f"{queue_of(app).writing} reports being written, expected {n}"
+        time.sleep(0.01)
+
+
 def batches(app) -> tuple[int, float]:
     """(committed transactions, reports in them) from ``spark_governor_ingest_batch_reports``."""
     samples = {s.name: s.value for s in queue_of(app).metrics.batch_reports.collect()[0].samples}
@@ -139,7 +148,7 @@ def test_waiting_reports_share_one_transaction_and_get_their_directives(engine):
         before = batches(app)
         with writer_blocked(engine):
             poster.post("blocker", report("job-a", "blocker"))
-            wait_depth(app, 1)  # taken by the writer, which waits for the lock
+            wait_taken(app)  # taken by the writer, which waits for the lock
             for i in range(n):
                 poster.post(i, report("job-a" if i % 2 else "job-b", f"r{i}", seed=i))
             wait_depth(app, 1 + n)
@@ -167,7 +176,7 @@ def test_a_reporter_conflict_inside_a_batch_fails_alone(engine):
     before = batches(app)
     with writer_blocked(engine):
         poster.post("blocker", report("job-a", "blocker"))
-        wait_depth(app, 1)
+        wait_taken(app)
         poster.post("good-0", report("job-c", "g0"))
         wait_depth(app, 2)
         poster.post("conflict", report("job-b", "bound", seq=2))  # bound to job-a: 403 as one by one
@@ -207,7 +216,7 @@ def test_a_report_that_cannot_be_stored_fails_alone(engine, monkeypatch):
     before = batches(app)
     with writer_blocked(engine):
         poster.post("blocker", report("job-a", "blocker"))
-        wait_depth(app, 1)
+        wait_taken(app)
         for i in range(4):
             poster.post(i, report("poison" if i == 1 else "job-a", f"r{i}", seed=i))
         wait_depth(app, 5)
@@ -229,7 +238,7 @@ def test_two_reports_of_one_reporter_go_in_separate_batches_in_order(engine):
     before = batches(app)
     with writer_blocked(engine):
         poster.post("blocker", report("job-a", "blocker"))
-        wait_depth(app, 1)
+        wait_taken(app)
         poster.post(1, report("job-a", "same", seq=1))
         wait_depth(app, 2)
         poster.post(2, report("job-a", "same", seq=2, seed=2))
@@ -243,6 +252,19 @@ def test_two_reports_of_one_reporter_go_in_separate_batches_in_order(engine):
     assert stored_tasks(engine, "job-a") == 4 * N_TASKS
 
 
+def fill_then_refused(app, poster, job: str, why: str) -> None:
+    """With the writer blocked: one report taken by the writer, two queued behind it (``poster``), then a
+    fourth refused at once with 503 + Retry-After and ``why`` in its error."""
+    poster.post("taken", report(job, "taken"))
+    wait_taken(app)  # being written: not counted against the bound
+    poster.post("queued-1", report(job, "q1"))
+    poster.post("queued-2", report(job, "q2"))
+    wait_depth(app, 3)
+    r = post_now(app, report(job, "over"))
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.get_json()
+    assert why in r.get_json()["error"]
+
+
 def test_a_full_queue_and_a_passed_deadline_get_503_with_retry_after(sqlite_url):
     from spark_governor.aggregators import db
 
@@ -253,14 +275,7 @@ def test_a_full_queue_and_a_passed_deadline_get_503_with_retry_after(sqlite_url)
                                           queue_deadline_s=1.5))
         poster = Poster(app)
         with writer_blocked(engine):
-            poster.post("taken", report("job-a", "taken"))
-            wait_depth(app, 1)  # being written: not counted against the bound
-            poster.post("queued-1", report("job-a", "q1"))
-            poster.post("queued-2", report("job-a", "q2"))
-            wait_depth(app, 3)
-            r = post_now(app, report("job-a", "over"))
-            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.get_json()
-            assert "2 reports already wait" in r.get_json()["error"]
+            fill_then_refused(app, poster, "job-a", "2 reports already wait")
             answers = poster.join()  # the writer is still blocked: every request passes its deadline
             assert queue_of(app).depth == 1  # the two never taken left the queue
         assert {k: (a[0], a[2]) for k, a in answers.items()} == {k: (503, "1") for k in answers}
@@ -339,14 +354,7 @@ def test_task_records_waiting_are_bounded_and_a_lingering_writer_batches_more(sq
                                           queue_deadline_s=5.0))
         poster = Poster(app)
         with writer_blocked(engine):
-            poster.post("taken", report("job-t", "taken"))
-            wait_depth(app, 1)  # being written: not counted against the bound
-            poster.post("queued-1", report("job-t", "q1"))
-            poster.post("queued-2", report("job-t", "q2"))
-            wait_depth(app, 3)
-            r = post_now(app, report("job-t", "over"))
-            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.get_json()
-            assert f"more than {2 * N_TASKS} task records" in r.get_json()["error"]
+            fill_then_refused(app, poster, "job-t", f"more than {2 * N_TASKS} task records")
         answers = poster.join()
         assert {k: a[0] for k, a in answers.items()} == {"taken": 200, "queued-1": 200, "queued-2": 200}
         assert stored_tasks(engine, "job-t") == 3 * N_TASKS
