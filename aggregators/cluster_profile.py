@@ -99,6 +99,11 @@ class ClusterProfile:
         return None if r is None else r + (f or 0.0)
 
     @property
+    def register_s(self) -> Optional[float]:
+        """Median directive → executor registered (``ExecutorAdded``, or its first launch), s."""
+        return self.provisioning["register_s"]["median"]
+
+    @property
     def driver_overhead_s(self) -> Optional[float]:
         return self.driver_overhead.get("mean_s")
 

@@ -87,7 +87,8 @@ def _cluster(conn: Connection, job_id: int) -> Optional[ClusterInputs]:
     p = cluster_profile.stored(conn, job_id)
     if p is None:
         return None
-    return ClusterInputs(provisioning_delay_s=p.provisioning_delay_s, warmup_factor=p.warmup.get("factor"),
+    return ClusterInputs(provisioning_delay_s=p.provisioning_delay_s, register_s=p.register_s,
+                         warmup_factor=p.warmup.get("factor"),
                          warmup_s=p.warmup.get("duration_s"), driver_overhead_s=p.driver_overhead_s)
 
 

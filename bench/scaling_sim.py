@@ -245,6 +245,7 @@ class Simulation:
             done = r.end - r.post
             ran = [u for u in self._unmeasured if u[1] < done]
             self.control.provisioning += [(done - d) / 1000.0 for d, _ in ran]
+            self.control.registrations += [(reg - d) / 1000.0 for d, reg in ran]
             self._unmeasured = [u for u in self._unmeasured if u[1] >= done]
         self.batches.append(self._record(r))
         processing_s = (r.end - r.start) / 1000.0

@@ -156,6 +156,7 @@ class SimControlPlane:
         self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
         self.troughs: list[tuple[float, float]] = []  # (batch end s, rows not processed then), live view
         self.provisioning: list[float] = []  # measured directive → first tasks done on new executors (s)
+        self.registrations: list[float] = []  # measured directive → new executors registered (s)
 
     def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived) -> LiveStats:
         """The job's live state at ``t`` (module docstring): ``running`` the batch in flight, ``cut``
@@ -298,6 +299,7 @@ class SimControlPlane:
         if not p.cluster_profile:
             return None
         prov = sum(self.provisioning) / len(self.provisioning) if self.provisioning else None
+        reg = sum(self.registrations) / len(self.registrations) if self.registrations else None
         warm_f = warm_s = None
         if self.provisioning and p.warmup:
             warm_f = p.warmup_factor
@@ -305,7 +307,7 @@ class SimControlPlane:
             mean_task = self.windows[max(filled)].service.mean if filled else None
             warm_s = p.warmup_s or (p.warmup_tasks * p.warmup_factor * mean_task if mean_task else None)
         overhead = p.overhead_s + p.driver_overhead_s if self.stats else None
-        return ClusterInputs(provisioning_delay_s=prov, warmup_factor=warm_f, warmup_s=warm_s,
+        return ClusterInputs(provisioning_delay_s=prov, register_s=reg, warmup_factor=warm_f, warmup_s=warm_s,
                              driver_overhead_s=overhead)
 
     def view(self, t: int, registered: int, live=None) -> JobView:

@@ -17,13 +17,15 @@ from spark_governor.policies.base import JobView
 @dataclass(frozen=True)
 class ClusterInputs:
     provisioning_delay_s: Optional[float] = None  # directive sent → first task finished on a new executor
+    register_s: Optional[float] = None  # directive sent → new executor registered (offered tasks)
     warmup_factor: Optional[float] = None  # a new executor's first tasks' service / the steady one
     warmup_s: Optional[float] = None  # how long a new executor stays slow
     driver_overhead_s: Optional[float] = None  # mean per micro-batch: batch duration − its tasks' span
 
     @property
     def known(self) -> bool:
-        return any(v is not None for v in (self.provisioning_delay_s, self.warmup_factor, self.driver_overhead_s))
+        return any(v is not None for v in (self.provisioning_delay_s, self.register_s, self.warmup_factor,
+                                           self.driver_overhead_s))
 
 
 @dataclass(frozen=True)

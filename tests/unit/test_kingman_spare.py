@@ -101,6 +101,13 @@ def test_slow_keeps_the_spare_only_when_new_executors_are_slow_or_unknown():
     assert decide(view([3000] * 8, cluster=SLOW, executors=3), slow) == [(4, 1)]
     assert decide(view([3000] * 8, cluster=None, **flat), slow) == []  # no profile: delay unknown, insured
     assert decide(view([3000] * 8, cluster=QUICK, **flat), cfg(spare_when="slow", provisioning_delay_s=6.0)) == []
+    # the registration delay decides, not the delay to the first finished task (that one also counts the
+    # wait for the next batch and the warm-up: 2.3 s against 10 s on the standalone cluster, 2026-11-26)
+    registers_quickly = ClusterInputs(provisioning_delay_s=10.0, register_s=2.0)
+    assert decide(view([3000] * 8, cluster=registers_quickly, **flat), slow) == [(3, 0)]
+    assert decide(view([3000] * 8, cluster=ClusterInputs(provisioning_delay_s=10.0, register_s=6.0), **flat),
+                  slow) == []
+    assert decide(view([3000] * 8, cluster=registers_quickly, **flat), cfg(spare_when="auto")) == []  # as before
 
 
 def test_the_defaults_are_the_spare_only_on_a_slow_cluster_with_the_live_rate():
