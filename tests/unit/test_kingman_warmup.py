@@ -111,7 +111,7 @@ def test_live_rate_sizes_a_scale_out_before_the_step_reaches_a_completed_batch()
     on, off = (CFG.model_copy(update={"live_rate": x}) for x in (True, False))
     assert KingmanPolicy().evaluate(steady, on) == []  # at 3 000 rows/s the 4 executors keep the bound
     assert KingmanPolicy().evaluate(stepped, off) == []  # off: the completed batches only
-    assert KingmanConfig().live_rate  # on by default since 2026-11-26 (docs/policies/kingman.md)
+    assert not KingmanConfig().live_rate  # off by default (docs/policies/kingman.md, the what-if searches)
     out = KingmanPolicy().evaluate(stepped, on)
     assert out and out[0].value > 4
     plan = KingmanPolicy().plan(stepped, on, 3.0)
