@@ -66,6 +66,7 @@ import numpy as np
 
 from spark_governor.aggregators.latency import BatchLatency, span_latencies
 from spark_governor.aggregators.liveness import MIN_TREND_WINDOW_S, RATE_BATCHES, RATE_LOOKBACK_MS, slope
+from spark_governor.collectors.query_state import RATE_POINTS
 from spark_governor.aggregators.view import _wait as stage_wait
 from spark_governor.aggregators.welford import Moments
 from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
@@ -163,6 +164,15 @@ class SimControlPlane:
         the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then."""
         oldest_cut = running.cut if running is not None else cut
         backlog = float(arrived(t) - arrived(oldest_cut))
+        offered = (arrived(t) - arrived(max(0, t - 10_000))) / (min(t, 10_000) / 1000.0) if t else None
+        if self.p.live_offsets:  # what a reporter knows: the completed batches' offsets (SimParams.live_offsets)
+            done = self.stats[-(RATE_POINTS - 1):]  # with the offset before the first: RATE_POINTS points
+            first = self.stats[-RATE_POINTS].trigger_ms if len(self.stats) >= RATE_POINTS else 0
+            offered = None
+            if done and done[-1].trigger_ms > first:
+                offered = sum(b.num_input_rows for b in done) * 1000.0 / (done[-1].trigger_ms - first)
+            if offered is not None and backlog > 0:  # extrapolated from the latest offset known (oldest_cut)
+                backlog = offered * max(0, t - oldest_cut) / 1000.0
         recent = [b for b in self.stats[-20 * RATE_BATCHES:] if b.num_input_rows and b.trigger_ms >= t - RATE_LOOKBACK_MS]
         recent = recent[-RATE_BATCHES:]
         busy = sum(b.processing_s for b in recent)
@@ -179,7 +189,7 @@ class SimControlPlane:
             oldest_record_source="source" if backlog > 0 else None,
             backlog_rows=0.0 if idle else backlog, backlog_s=(0.0 if idle else backlog / rate) if rate else None,
             processing_rows_per_second=rate,
-            arrival_rows_per_second=(arrived(t) - arrived(max(0, t - 10_000))) / (min(t, 10_000) / 1000.0) if t else None,
+            arrival_rows_per_second=offered,
             backlog_growth_rows_per_second=growth, trigger_interval_s=self.p.trigger_s, completed_batches=completed)
 
     # -- statistics (aggregators.ingest folding) ----------------------------------------------

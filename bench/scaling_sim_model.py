@@ -81,6 +81,15 @@ class SimParams:
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)
     # act in the simulator too. False: no live state (the view as before; today's results).
     live_view: bool = False
+    # What the live state knows of the source (with ``live_view``): True, what a reporter knows
+    # (``collectors.query_state``): the offsets of the *completed* batches, whose progress carries them,
+    # so the arrival rate is the rows offered between the starts of the last ``RATE_POINTS`` completed
+    # batches, and the rows waiting are extrapolated at that rate from the latest completed batch's
+    # start; a rate step shows only once a batch at the new rate has completed. False: the simulator's
+    # truth (the rows that arrived in the last 10 s and since the running batch's cut), which no
+    # reporter has between batches (until 2026-11-26 the only model: the live-rate variants of Kingman
+    # won in the simulator with it and lost spans on the real cluster).
+    live_offsets: bool = True
     # The job's measured cluster profile in the view (issue 14, "Learn the cluster from the job";
     # ``policies.cluster_inputs``), as the control plane measures it from the job's own events: the
     # provisioning delay once a scale-out's executors have finished a batch's tasks (directive → end of

@@ -174,6 +174,27 @@ def test_live_view_reports_the_running_batch_and_the_backlog():
     assert Simulation(rate, 9.0, static_ctrl(1), SimParams(**QUIET)).view(9000).live is None  # default: off
 
 
+def test_live_view_knows_the_source_as_a_reporter_does():
+    """500 → 1 500 rows/s at 10 s, batches every 4 s on 1 executor. At 14.5 s the batch started at 12 s (its
+    rows partly at the new rate) runs. A reporter knows the offsets of completed batches only (the batches
+    of 4 and 8 s: 4 000 rows since the start, 500 rows/s), so the live arrival rate is still the old one and
+    the rows waiting are extrapolated at it from the running batch's cut (8 s): 3 250 rows. The simulator's
+    truth (``live_offsets=False``) knows the rows of the last 10 s (9 500: 950 rows/s) and the 7 750 that
+    arrived since 8 s."""
+    def step(t):
+        return np.where(t < 10, 500.0, 1500.0)
+    at = {}
+    for honest in (True, False):
+        sim = Simulation(step, 14.5, static_ctrl(1), SimParams(**QUIET, live_view=True, live_offsets=honest))
+        sim.run()
+        at[honest] = sim.control.live(14_500, 30.0, sim.s.running, sim.s.cut, sim.arrived)
+    for live in at.values():
+        assert live.running_batch_age_s == pytest.approx(2.5) and live.oldest_record_age_s == pytest.approx(6.5)
+    assert at[True].arrival_rows_per_second == pytest.approx(500.0) and at[True].backlog_rows == pytest.approx(3250)
+    assert at[False].arrival_rows_per_second == pytest.approx(950.0, rel=0.01)
+    assert at[False].backlog_rows == pytest.approx(7750, rel=0.01)
+
+
 def test_live_view_lets_a_policy_scale_out_before_the_batch_completes():
     """A step from 1 000 to 9 000 rows/s at 60 s on 1 executor: with the live view Kingman scales out on
     the record in flight past the bound, while the batch holding it still runs."""
