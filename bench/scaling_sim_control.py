@@ -157,14 +157,15 @@ class SimControlPlane:
         self._lat_from = 0  # index into self.stats of the oldest batch the constraint may need
         self.troughs: list[tuple[float, float]] = []  # (batch end s, rows not processed then), live view
         self.provisioning: list[float] = []  # measured directive → first tasks done on new executors (s)
-        self.registrations: list[float] = []  # measured directive → new executors registered (s)
+        # measured directive → new executors registered (s); recorded with ``provisioning`` (once their first
+        # batch's tasks are done), where the control plane reads it at ExecutorAdded: the same values, later
+        self.registrations: list[float] = []
 
     def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived) -> LiveStats:
         """The job's live state at ``t`` (module docstring): ``running`` the batch in flight, ``cut``
         the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then."""
         oldest_cut = running.cut if running is not None else cut
         backlog = float(arrived(t) - arrived(oldest_cut))
-        offered = (arrived(t) - arrived(max(0, t - 10_000))) / (min(t, 10_000) / 1000.0) if t else None
         if self.p.live_offsets:  # what a reporter knows: the completed batches' offsets (SimParams.live_offsets)
             done = self.stats[-(RATE_POINTS - 1):]  # with the offset before the first: RATE_POINTS points
             first = self.stats[-RATE_POINTS].trigger_ms if len(self.stats) >= RATE_POINTS else 0
@@ -173,6 +174,8 @@ class SimControlPlane:
                 offered = sum(b.num_input_rows for b in done) * 1000.0 / (done[-1].trigger_ms - first)
             if offered is not None and backlog > 0:  # extrapolated from the latest offset known (oldest_cut)
                 backlog = offered * max(0, t - oldest_cut) / 1000.0
+        else:  # the simulator's truth: the rows that arrived in the last 10 s
+            offered = (arrived(t) - arrived(max(0, t - 10_000))) / (min(t, 10_000) / 1000.0) if t else None
         recent = [b for b in self.stats[-20 * RATE_BATCHES:] if b.num_input_rows and b.trigger_ms >= t - RATE_LOOKBACK_MS]
         recent = recent[-RATE_BATCHES:]
         busy = sum(b.processing_s for b in recent)
