@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from typing import Optional
+from typing import Any, Optional
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
@@ -153,6 +153,8 @@ def query_live(r, now_ms: int, rate: Optional[float]) -> dict:
            "oldest_record_source": None, "backlog_rows": None, "backlog_s": None,
            "arrival_rows_per_second": r["arrival_rows_per_second"], "processing_rows_per_second": rate,
            "sources": list(r["sources"] or [])}
+    rated = [s for s in out["sources"] if s.get("arrival_rows_per_second") is not None]
+    out["arrival_probed"] = bool(rated) and all(s.get("arrival_probed") for s in rated)
     if status in ("idle", "terminated"):
         if status == "idle" and r["backlog_rows"] is not None:
             out.update(backlog_rows=0.0, backlog_s=0.0)
@@ -216,6 +218,8 @@ def live(conn: Connection, job_id: int, now_ms: Optional[int] = None, window_s: 
         "backlog_s": sum(backlog_s) if backlog_s else None,
         "processing_rows_per_second": sum(live_rates) if live_rates else None,
         "arrival_rows_per_second": sum(arrivals) if arrivals else None,
+        "arrival_probed": bool(arrivals) and all(q["arrival_probed"] for q in queries
+                                                  if q["arrival_rows_per_second"] is not None),
         "backlog_growth_rows_per_second": sum(growth) if growth else None,
         "trigger_interval_s": min(triggers) if triggers else None,
         "completed_batches": _completed(conn, job_id, now_ms - int(window_s * 1000), now_ms),
@@ -257,3 +261,31 @@ def in_flight_by_span(conn: Connection, job_id: int, since_ms: int, until_ms: in
         start = r["observed_ms"] - r["observed_ms"] % span_ms
         out[start] = max(out.get(start, 0.0), lb)
     return out
+
+
+def probed_arrival_rates(conn: Connection, job_ids: list[int], now_ms: int, max_age_ms: int = 3000) -> dict[int, float]:
+    """Per job of ``job_ids``: the arrival rate (rows per second) its reporters' latest query states
+    (received within ``max_age_ms``) read from *probed* sources (``collectors.source_probe``), summed
+    over its running or waiting queries; a job with a query whose rate is not probed is left out (its
+    live rate shows a step only once a batch completes)."""
+    if not job_ids:
+        return {}
+    rows = conn.execute(select(query_states.c.job_id, query_states.c.query_id, query_states.c.status,
+                               query_states.c.arrival_rows_per_second, query_states.c.sources)
+                        .where(query_states.c.job_id.in_(job_ids), query_states.c.received_ms >= now_ms - max_age_ms)
+                        .order_by(query_states.c.observed_ms, query_states.c.id)).all()
+    latest: dict[tuple[int, str], Any] = {}
+    for r in rows:
+        latest[(r.job_id, r.query_id)] = r
+    out: dict[int, float] = {}
+    blind: set[int] = set()
+    for (job_id, _), r in latest.items():
+        if r.status in ("idle", "terminated"):
+            continue
+        rated = [s for s in (r.sources or []) if s.get("arrival_rows_per_second") is not None]
+        if r.arrival_rows_per_second is None or not rated or not all(s.get("arrival_probed") for s in rated):
+            blind.add(job_id)
+            continue
+        out[job_id] = out.get(job_id, 0.0) + float(r.arrival_rows_per_second)
+    return {j: v for j, v in out.items() if j not in blind}
+

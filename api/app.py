@@ -72,6 +72,9 @@ class Settings:
     batch_linger_s: float = 0.025
     # a job without a report for this long is stopped: no policy evaluations (aggregators.job_state)
     stopped_after_s: float = 30.0
+    # a job whose probed arrival rate rises by this share is evaluated at once, not at the next interval
+    # (api.surge_watch); 0: off
+    surge_ratio: float = 0.25
     # a job silent for this long (s) leaves /metrics (its history stays in SQL); 0: never (api.job_metrics)
     metrics_expiry_s: float = 600.0
 
@@ -129,7 +132,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     scheduler_metrics = SchedulerMetrics(registry)  # counted by api.scheduler (api.server passes it on)
     app.extensions["spark_governor.scheduler_metrics"] = scheduler_metrics
     governor = Governor(engine, settings.evaluation_interval_s, settings.window_ms,
-                        stopped_after_s=settings.stopped_after_s)
+                        stopped_after_s=settings.stopped_after_s, surge_ratio=settings.surge_ratio or None)
     app.extensions["spark_governor.governor"] = governor
     app.register_blueprint(build_blueprint(engine, governor))
     app.register_blueprint(build_constraints_blueprint(engine, settings.window_ms))

@@ -31,8 +31,9 @@ others.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Engine
@@ -62,6 +63,11 @@ class Governor:
     evaluation_interval_s: float = 10.0
     window_ms: int = 5000
     stopped_after_s: float = STOPPED_AFTER_S  # aggregators.job_state: stopped jobs get no decisions
+    # evaluate a job at once when its probed arrival rate rose by this share since (api.surge_watch);
+    # None: only every evaluation interval
+    surge_ratio: float | None = 0.25
+    # one job evaluation at a time per process (the scheduler's runs, a surge's, the API's)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def evaluate_all(self, now_ms: int | None = None) -> None:
         with self.engine.connect() as conn:
@@ -81,6 +87,10 @@ class Governor:
     def evaluate_job(self, job_id: int, now_ms: int | None = None) -> list[int]:
         """Evaluate every enabled policy of one job; returns the ids of new decisions. A job that is not
         active (``aggregators.job_state``: stopped, or never reported) is not evaluated."""
+        with self.lock:
+            return self._evaluate_job(job_id, now_ms)
+
+    def _evaluate_job(self, job_id: int, now_ms: int | None) -> list[int]:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         created: list[int] = []
         with self.engine.connect() as conn:

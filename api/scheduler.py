@@ -28,6 +28,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from spark_governor.aggregators.retention import purge_older_than
 from spark_governor.api.scheduler_metrics import SchedulerMetrics
+from spark_governor.api.surge_watch import SurgeWatch
+from spark_governor.policies.surge import SURGE_CHECK_S
 
 log = logging.getLogger("spark_governor.scheduler")
 
@@ -74,7 +76,8 @@ def build_scheduler(engine: Engine, retention_s: float, retention_interval_s: fl
                     governor=None, leader=None, metrics: Optional[SchedulerMetrics] = None) -> BackgroundScheduler:
     """A background scheduler that purges statistics older than ``retention_s`` seconds every
     ``retention_interval_s`` seconds and, with a ``governor``, evaluates every job's enabled policies
-    each evaluation interval (seconds). With a ``leader``, only while ``leader.check()`` says this
+    each evaluation interval (seconds), and a job at once when its probed arrival rate surges
+    (``api.surge_watch``, with the governor's ``surge_ratio``). With a ``leader``, only while ``leader.check()`` says this
     process leads. Runs the database fails are counted in ``metrics`` (a new, unregistered
     :class:`~spark_governor.api.scheduler_metrics.SchedulerMetrics` when None)."""
     metrics = metrics if metrics is not None else SchedulerMetrics()
@@ -108,6 +111,17 @@ def build_scheduler(engine: Engine, retention_s: float, retention_interval_s: fl
 
         scheduler.add_job(evaluate, "interval", seconds=governor.evaluation_interval_s,
                           id="policies", max_instances=1, coalesce=True)
+        if governor.surge_ratio:  # a probed rate step evaluates its job at once (api.surge_watch)
+            watch = SurgeWatch(engine, governor, governor.surge_ratio)
+
+            def surge() -> None:
+                try:
+                    if leading():
+                        metrics.surge_evaluations.inc(len(watch.check()))
+                except DBAPIError:
+                    pass  # a database outage is counted (and logged) by the evaluation runs
+
+            scheduler.add_job(surge, "interval", seconds=SURGE_CHECK_S, id="surges", max_instances=1, coalesce=True)
 
     purges = _Skips("retention", metrics.retention_skipped)
 

@@ -44,6 +44,10 @@ class SchedulerMetrics:
         self.evaluation_runs = Histogram(
             f"{PREFIX}_evaluation_run_seconds",
             "Duration of one policy evaluation run over every job (seconds)", buckets=RUN_BUCKETS, registry=registry)
+        self.surge_evaluations = Counter(
+            f"{PREFIX}_surge_evaluations",
+            "Job evaluations out of the interval: a probed arrival rate rose past its baseline (api.surge_watch)",
+            registry=registry)
         for reason in REASONS:
             self.evaluations_skipped.labels(reason)
             self.retention_skipped.labels(reason)
@@ -51,4 +55,4 @@ class SchedulerMetrics:
     @property
     def process_metrics(self) -> tuple:
         """The in-process metrics, for ``api.worker_metrics.exposition_registry``."""
-        return self.evaluation_runs, self.evaluations_skipped, self.retention_skipped
+        return self.evaluation_runs, self.evaluations_skipped, self.retention_skipped, self.surge_evaluations

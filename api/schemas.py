@@ -395,6 +395,7 @@ class LiveSource(_Body):
     backlog_rows: Optional[int] = None
     oldest_unprocessed_ms: Optional[int] = None
     arrival_rows_per_second: Optional[float] = None
+    arrival_probed: Optional[bool] = None  # rate and rows available read from the source now (a probe)
     min_offsets_behind_latest: Optional[float] = None
     avg_offsets_behind_latest: Optional[float] = None
     max_offsets_behind_latest: Optional[float] = None
@@ -414,6 +415,7 @@ class LiveFigures(_Body):
     backlog_s: Optional[float]
     processing_rows_per_second: Optional[float]
     arrival_rows_per_second: Optional[float]
+    arrival_probed: bool  # every source's arrival rate read now by a probe, not from completed batches
     trigger_interval_s: Optional[float]
 
 

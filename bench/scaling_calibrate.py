@@ -325,6 +325,7 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
         eval_interval_s=float(report.get("evaluation_interval_s") or DEFAULT_PARAMS.eval_interval_s),
         window_ms=int(report.get("window_ms") or DEFAULT_PARAMS.window_ms), slo_s=bound, constraint_bound_s=bound,
         constraint_span_s=float(report["span_s"]), live_view=True, cluster_profile=True,
+        live_probe=bool(report.get("source_probe", False)), surge_ratio=report.get("surge_ratio"),
         **{k: v for k, v in measured.items() if v is not None})
     return p, defaults
 
@@ -338,11 +339,21 @@ def run_rate(report: dict, run: dict):
     return (lambda t: rates[np.maximum(np.searchsorted(times, t, side="right") - 1, 0)]), duration
 
 
-def controller(report: dict, run: dict, params: SimParams):
+#: Kingman options added after a real run's config was stored (``report["kingman_config"]`` lists every
+#: option of its day), with the value that behaves as the code did before them: a replay of that run
+#: gets these where its config lacks them
+REPLAY_KINGMAN = {"wave_sizing": False}
+
+
+def controller(report: dict, run: dict, params: SimParams, replay: bool = False):
+    """The simulated policy of ``run``; ``replay``: the report's Kingman config is the real run's own (options
+    it lacks behave as before they existed, :data:`REPLAY_KINGMAN`), not overrides of today's defaults."""
     name = run["policy"]
     if name.startswith("static-"):
         return static(lambda p, mean: int(name[7:]))(params, 0.0)
     config = (report.get("kingman_config") or {}) if name == "kingman" else {}
+    if replay and name == "kingman":
+        config = {**REPLAY_KINGMAN, **config}
     ctrl = governed(name, config)(params, 0.0)
     return replace(ctrl, initial_executors=start_executors(run, params))
 
@@ -362,12 +373,13 @@ def registered_seconds(res: SimResult) -> float:
     return sum(reg * (end - t) for (t, reg, _), end in zip(res.timeline, ends))
 
 
-def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int]) -> dict:
+def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], replay: bool = False) -> dict:
+    """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`)."""
     rate, duration = run_rate(report, run)
     window_s = float(report.get("oscillation_window_s") or 12 * params.eval_interval_s)
     per = []
     for seed in seeds:
-        res = simulate(rate, duration, controller(report, run, params), params, seed)
+        res = simulate(rate, duration, controller(report, run, params, replay), params, seed)
         lat = np.array([s.latency_s for s in res.spans])
         per.append({"seed": seed, "slo_attainment_windows": float((lat <= params.constraint_bound + 1e-9).mean())
                     if len(lat) else None, "executor_seconds": registered_seconds(res),
@@ -387,7 +399,7 @@ def run_calibration(report: dict, seed: int = 0, seeds: int = 5) -> dict:
     params, defaults = sim_params(report, cluster)
     rows = []
     for run in report["results"]:
-        sim = simulate_run(report, run, params, list(range(seed, seed + seeds)))
+        sim = simulate_run(report, run, params, list(range(seed, seed + seeds)), replay=True)
         real_att = run.get("slo_attainment_windows")
         rows.append({
             "policy": run["policy"],

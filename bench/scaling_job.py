@@ -30,11 +30,14 @@ def main(argv=None) -> None:
     ap.add_argument("--row-cost-us", type=float, default=50.0)
     ap.add_argument("--initial-executors", type=int, default=1)
     ap.add_argument("--trigger-seconds", type=float, default=4.0)
+    ap.add_argument("--no-probe", action="store_true", help="no source probe: the live state knows the "
+                                                            "source's offsets from completed batches only")
     a = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from spark_governor.collectors import attach
+    from spark_governor.collectors.source_probe import RateFileProbe
     from spark_governor.collectors.sources.zipf import register_zipf_source
 
     spark = (SparkSession.builder.master(a.master).appName("sg-scaling-test")
@@ -61,7 +64,9 @@ def main(argv=None) -> None:
             stable_since = None
         time.sleep(0.5)
     print("executors at start:", sizer.executor_ids(), flush=True)
-    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5)
+    # the project's own source: the reporter reads its rate file between batches (collectors.source_probe)
+    probes = [] if a.no_probe else [RateFileProbe(a.rate_file, rows_per_second=100)]
+    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5, source_probes=probes)
     register_zipf_source(spark)
     cost = a.row_cost_us / 1e6
 

@@ -151,14 +151,17 @@ def full_kingman_config(extra: Optional[dict] = None) -> dict:
 
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
-            kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
-    """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job) or ``static``."""
+            kingman_config: Optional[dict] = None, source_probe: bool = True,
+            log: Callable[[str], None] = lambda m: None) -> dict:
+    """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job) or ``static``; ``source_probe``:
+    the job's reporter probes its source's rate file (``collectors.source_probe.RateFileProbe``)."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     tmp = workdir / job
     tmp.mkdir(parents=True, exist_ok=True)
     driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
-                    extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s)))
+                    extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s),
+                                *(() if source_probe else ("--no-probe",))))
     try:
         wait_for(lambda: driver.executors() == initial_executors, 300, 1, f"{job}: {initial_executors} executors")
         # warm-up: the rows offered while the query started make the first batches large; begin once
@@ -204,8 +207,11 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            static_executors: int = 4, row_cost_us: float = 100.0, workdir: Optional[Path] = None,
                            policies: tuple[str, ...] = POLICIES, evaluation_interval_s: float = 8.0,
                            window_ms: int = 8000, oscillation_intervals: int = 12,
-                           kingman_config: Optional[dict] = None, log: Callable[[str], None] = lambda m: None) -> dict:
-    """Every policy in ``policies`` on the staircase; returns the JSON-ready report."""
+                           kingman_config: Optional[dict] = None, source_probe: bool = True,
+                           log: Callable[[str], None] = lambda m: None) -> dict:
+    """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``source_probe``: the
+    job's reporter reads its source's rate between batches (a rate step shows in the live state within
+    a second; ``collectors.source_probe``); False: only the completed batches' offsets show it."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane
 
@@ -216,8 +222,9 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     (workdir / "cluster").mkdir(exist_ok=True)
     results = []
     with StandaloneCluster(workdir / "cluster", cores=max_executors) as cluster:
+        settings = Settings(window_ms=window_ms, evaluation_interval_s=evaluation_interval_s)
         plane = ControlPlane(db_url=f"sqlite:///{workdir / 'plane.db'}", port=0, tokens={"ops": TOKEN},
-                             settings=Settings(window_ms=window_ms, evaluation_interval_s=evaluation_interval_s)).start()
+                             settings=settings).start()
         try:
             for policy in policies:
                 initial = static_executors if policy == "static" else 1
@@ -225,7 +232,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                 results.append(run_one(cluster, plane, workdir, policy, levels=levels, level_s=level_s,
                                        trigger_s=trigger_s, bound_s=bound_s, span_s=span_s, initial_executors=initial,
                                        max_executors=max_executors, row_cost_us=row_cost_us,
-                                       oscillation_window_s=window_s, kingman_config=kingman_config, log=log))
+                                       oscillation_window_s=window_s, kingman_config=kingman_config,
+                                       source_probe=source_probe, log=log))
         finally:
             plane.stop()
     static = next((r for r in results if r["policy"].startswith("static")), None)
@@ -236,7 +244,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
             "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
             "static_executors": static_executors, "kingman_config": full_kingman_config(kingman_config),
-            "oscillation_window_s": window_s, "workdir": str(workdir),
+            "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
+            "surge_ratio": settings.surge_ratio or None,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 

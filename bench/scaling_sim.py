@@ -81,7 +81,9 @@ from spark_governor.bench.scaling_sim_model import (
     list_schedule,
     warm_schedule,
 )
+from spark_governor.collectors.query_state import PROBE_RATE_S
 from spark_governor.policies.base import BatchStats, JobView
+from spark_governor.policies.surge import SURGE_CHECK_S, SurgeBaselines
 
 __all__ = ["RateFn", "Simulation", "simulate"]
 
@@ -114,6 +116,9 @@ class _State:
         return self.allocated - self.release
 
 
+SURGE_CHECK_MS = round(SURGE_CHECK_S * 1000)
+
+
 class Simulation:
     """One run of one controller on one rate profile; call :meth:`run` once."""
 
@@ -130,6 +135,9 @@ class Simulation:
         self.rng = np.random.default_rng(seed)
         self._up_rng = np.random.default_rng([seed, 1])  # provisioning draws (SimParams.up_delays_s)
         self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms)
+        # the control plane's surge watch (api.surge_watch): a probed rate step evaluates at once
+        self._surges = SurgeBaselines(params.surge_ratio) if params.live_probe and params.surge_ratio else None
+        self._next_surge = SURGE_CHECK_MS
         self.s.execs = [[i, None, 0] for i in range(controller.initial_executors)]
         self.s.next_exec = controller.initial_executors
         self.batches: list[BatchRecord] = []
@@ -158,6 +166,8 @@ class Simulation:
     def run(self) -> SimResult:
         while True:
             events = [(self.s.next_eval, 2, self._evaluate)]
+            if self._surges is not None:
+                events.append((self._next_surge, 4, self._surge))
             if self.s.requests:
                 events.append((min(a for a, _ in self.s.requests), 0, self._arrive))
             if self.s.running:
@@ -364,6 +374,17 @@ class Simulation:
     def _evaluate(self, t: int) -> None:
         self.s.next_eval += self.eval_ms
         self.control.evaluate(t, self.view(t), self._actuate)
+
+    def _surge(self, t: int) -> None:
+        """The surge watch's check at ``t``: the probed rate (rows over the probe's window) against its
+        baseline; a surge evaluates the policy now, as ``api.surge_watch`` does."""
+        self._next_surge += SURGE_CHECK_MS
+        window = min(t, round(PROBE_RATE_S * 1000))
+        if window <= 0 or t == self.s.next_eval:
+            return
+        rate = (self.arrived(t) - self.arrived(t - window)) * 1000.0 / window
+        if self._surges.surged(0, rate, t):
+            self.control.evaluate(t, self.view(t), self._actuate)
 
     def _actuate(self, t: int, new: int) -> None:
         self._set_target(t, new)

@@ -66,7 +66,7 @@ import numpy as np
 
 from spark_governor.aggregators.latency import BatchLatency, span_latencies
 from spark_governor.aggregators.liveness import MIN_TREND_WINDOW_S, RATE_BATCHES, RATE_LOOKBACK_MS, slope
-from spark_governor.collectors.query_state import RATE_POINTS
+from spark_governor.collectors.query_state import PROBE_RATE_S, RATE_POINTS
 from spark_governor.aggregators.view import _wait as stage_wait
 from spark_governor.aggregators.welford import Moments
 from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
@@ -166,7 +166,10 @@ class SimControlPlane:
         the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then."""
         oldest_cut = running.cut if running is not None else cut
         backlog = float(arrived(t) - arrived(oldest_cut))
-        if self.p.live_offsets:  # what a reporter knows: the completed batches' offsets (SimParams.live_offsets)
+        if self.p.live_probe:  # a probed source (SimParams.live_probe): what it offered over the probe's window
+            window = min(t, PROBE_RATE_S * 1000)
+            offered = (arrived(t) - arrived(t - window)) * 1000.0 / window if window > 0 else None
+        elif self.p.live_offsets:  # what a reporter knows: the completed batches' offsets (SimParams.live_offsets)
             done = self.stats[-(RATE_POINTS - 1):]  # with the offset before the first: RATE_POINTS points
             first = self.stats[-RATE_POINTS].trigger_ms if len(self.stats) >= RATE_POINTS else 0
             offered = None
@@ -192,7 +195,7 @@ class SimControlPlane:
             oldest_record_source="source" if backlog > 0 else None,
             backlog_rows=0.0 if idle else backlog, backlog_s=(0.0 if idle else backlog / rate) if rate else None,
             processing_rows_per_second=rate,
-            arrival_rows_per_second=offered,
+            arrival_rows_per_second=offered, arrival_probed=self.p.live_probe and offered is not None,
             backlog_growth_rows_per_second=growth, trigger_interval_s=self.p.trigger_s, completed_batches=completed)
 
     # -- statistics (aggregators.ingest folding) ----------------------------------------------

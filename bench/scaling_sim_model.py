@@ -90,6 +90,15 @@ class SimParams:
     # reporter has between batches (until 2026-11-26 the only model: the live-rate variants of Kingman
     # won in the simulator with it and lost spans on the real cluster).
     live_offsets: bool = True
+    # The source is probed (with ``live_view``; ``collectors.source_probe``, as ``bench scaling-real``'s job
+    # probes its rate file): the arrival rate is the rows that arrived over the last ``PROBE_RATE_S``
+    # seconds, the rows waiting are exact, and the view says so (``LiveStats.arrival_probed``); a rate
+    # step shows within that window. Overrides ``live_offsets``. False: no probe.
+    live_probe: bool = False
+    # With ``live_probe``: the control plane's surge watch (``api.surge_watch``, serve's ``--surge-ratio``):
+    # every second, a probed rate more than this share above its baseline evaluates the policy at once.
+    # None: evaluations only every ``eval_interval_s``.
+    surge_ratio: float | None = 0.25
     # The job's measured cluster profile in the view (issue 14, "Learn the cluster from the job";
     # ``policies.cluster_inputs``), as the control plane measures it from the job's own events: the
     # provisioning delay once a scale-out's executors have finished a batch's tasks (directive → end of

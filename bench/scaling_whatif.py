@@ -38,12 +38,11 @@ STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (
     ((2000, 4000, 8000, 16000, 8000, 4000, 2000), 40.0),
 )
 
-#: the variants compared by default: the thesis' size, one spare only when it pays (the default), one
-#: spare always, two spares always
+#: the variants compared by default: the thesis' size, the default (a spare unless the source is probed: with
+#: ``overrides={"live_probe": True}`` none, the live rate sized for), one spare always, two spares always
 VARIANTS: dict[str, dict] = {"spare 0 (thesis size)": {"spare_executors": 0},
-                             "spare 1 when it pays": {"spare_executors": 1, "spare_when": "auto", "live_rate": True,
-                                                      "scale_down_delay_s": 8.0},
-                             "spare 1 always (default)": {"spare_executors": 1, "spare_when": "always"},
+                             "default (spare unless probed)": {},
+                             "spare 1 always": {"spare_executors": 1, "spare_when": "always"},
                              "spare 2 always": {"spare_executors": 2, "spare_when": "always"}}
 
 

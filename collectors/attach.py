@@ -302,7 +302,9 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     job-side appliers (``collectors.appliers``); the executor applier is always installed.
 
     ``reporter_options`` are passed to :class:`collectors.reporter.Reporter` (``max_queue``,
-    ``flush_interval_s``, timeouts, ...).
+    ``flush_interval_s``, timeouts, ``source_probes`` — :mod:`collectors.source_probe`: read a source's
+    rows between micro-batches, e.g. ``[RateFileProbe(path)]`` for the project's sources' ``rateFile`` —,
+    ...).
     """
     from pyspark.java_gateway import ensure_callback_server_started
 

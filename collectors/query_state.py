@@ -21,7 +21,11 @@ dicts, one per query, every time the reporter builds a report (at least once a s
   Offsets that count rows: the project's own sources (``{"rows": n, "t_ms": ...}``, where ``t_ms``
   is when the source offered them), Kafka (``{topic: {partition: offset}}``) and plain numbers.
   The oldest unprocessed row became available when the processed offset was reached:
-  ``t_latest − (latest − processed) / rate``.
+  ``t_latest − (latest − processed) / rate``;
+* per source with a **probe** (``collectors.source_probe``: the source's row counter read now, outside
+  Spark's triggers), the arrival rate is the counter's growth over the last ``probe_rate_s`` seconds
+  and the rows available now the latest offset's rows plus the counter's growth since that offset
+  was read (``arrival_probed``: a rate step shows within a snapshot, not one completed batch late).
 
 Pure Python over dicts (progress JSON, listener event JSON, status polls): no py4j, testable
 without Spark. Not thread-safe: only the reporter thread calls it.
@@ -36,6 +40,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from spark_governor.collectors.events import parse_time_ms  # noqa: F401 (also this module's API)
+from spark_governor.collectors.source_probe import SourceProbe
 from spark_governor.policies.wire import MAX_OFFSET_CHARS, MAX_QUERIES_PER_REPORT, MAX_SOURCES_PER_QUERY
 
 QUERY_ID = "sql.streaming.queryId"
@@ -44,6 +49,10 @@ BATCH_ID = "streaming.sql.batchId"
 RATE_POINTS = 8
 #: a terminated query is reported this many times more, then forgotten
 TERMINATED_REPORTS = 3
+#: probe samples kept per source (one per snapshot, at least one a second)
+PROBE_POINTS = 64
+#: the probed arrival rate is the counter's growth over this many seconds (short: a step shows at once)
+PROBE_RATE_S = 2.0
 _TRIGGER = re.compile(r"ProcessingTimeTrigger\((\d+)\)")
 
 
@@ -121,6 +130,59 @@ class SourceState:
     points: deque = field(default_factory=lambda: deque(maxlen=RATE_POINTS))  # (ms, rows) of latest offsets
     reported_rate: Optional[float] = None  # the progress' inputRowsPerSecond (fallback)
     metrics: dict = field(default_factory=dict)
+    probe: Optional[SourceProbe] = None  # resolved once per source (None: no probe matches)
+    probe_resolved: bool = False
+    probe_points: deque = field(default_factory=lambda: deque(maxlen=PROBE_POINTS))  # (ms, counter rows)
+
+    def sample(self, probe: Optional[SourceProbe], now_ms: int) -> None:
+        """Read ``probe``'s row counter at ``now_ms`` (epoch ms); a failing probe or ``None`` clears
+        the samples (the record falls back to the offsets)."""
+        if probe is None:
+            return
+        try:
+            rows = probe.rows(now_ms / 1000.0)
+            rows = None if rows is None else float(rows)
+        except Exception:  # a probe never breaks the reporter
+            rows = None
+        if rows is None or rows != rows or rows in (float("inf"), float("-inf")):
+            self.probe_points.clear()
+            return
+        pts = self.probe_points
+        if pts and (now_ms < pts[-1][0] or rows < pts[-1][1]):
+            pts.clear()  # the counter went back (a restarted producer): start over
+        if pts and now_ms == pts[-1][0]:
+            pts[-1] = (now_ms, rows)
+        else:
+            pts.append((now_ms, rows))
+
+    def _counter_at(self, ms: float) -> Optional[float]:
+        """The probe's counter at ``ms``, linear between samples; None before the first sample."""
+        pts = self.probe_points
+        if not pts or ms < pts[0][0]:
+            return None
+        prev = pts[0]
+        for p in pts:
+            if p[0] >= ms:
+                if p[0] == prev[0]:
+                    return p[1]
+                return prev[1] + (p[1] - prev[1]) * (ms - prev[0]) / (p[0] - prev[0])
+            prev = p
+        return pts[-1][1]
+
+    def probed(self, now_ms: int, rate_s: float) -> Optional[tuple[float, Optional[float]]]:
+        """``(rate, growth)`` from the probe as of ``now_ms``: rows per second over the last ``rate_s``
+        seconds (or the samples' span, when shorter), and the counter's growth since the latest
+        offset was read (None when that is before the first sample). None without two samples, the
+        latest taken at ``now_ms``."""
+        pts = self.probe_points
+        if len(pts) < 2 or pts[-1][0] != now_ms:
+            return None
+        start = max(pts[0][0], now_ms - rate_s * 1000.0)
+        if now_ms <= start:
+            return None
+        rate = (pts[-1][1] - self._counter_at(start)) * 1000.0 / (now_ms - start)
+        since = None if self.latest_ms is None else self._counter_at(self.latest_ms)
+        return rate, None if since is None else pts[-1][1] - since
 
     def arrival_rate(self) -> Optional[float]:
         """Rows per second the source offered over its recent offsets (None when unknown)."""
@@ -129,8 +191,9 @@ class SourceState:
             return (pts[-1][1] - pts[0][1]) * 1000.0 / (pts[-1][0] - pts[0][0])
         return self.reported_rate
 
-    def record(self, now_ms: int, idle_since_ms: Optional[int]) -> dict:
-        """The wire record at ``now_ms``; with ``idle_since_ms`` the source had nothing new then."""
+    def record(self, now_ms: int, idle_since_ms: Optional[int], probe_rate_s: float = PROBE_RATE_S) -> dict:
+        """The wire record at ``now_ms``; with ``idle_since_ms`` the source had nothing new then. With
+        probe samples (:meth:`sample` at ``now_ms``) the rate and the rows available are the probe's."""
         out: dict[str, Any] = {
             "description": (self.description or None) and str(self.description)[:256],
             "processed_offset": _offset_text(self.processed_offset),
@@ -140,12 +203,18 @@ class SourceState:
             "avg_offsets_behind_latest": _nonneg_float(self.metrics.get("avgOffsetsBehindLatest")),
             "max_offsets_behind_latest": _nonneg_float(self.metrics.get("maxOffsetsBehindLatest")),
         }
-        rate = self.arrival_rate()
+        probed = self.probed(now_ms, probe_rate_s)
+        rate = probed[0] if probed is not None else self.arrival_rate()
         out["arrival_rows_per_second"] = rate
+        if probed is not None:
+            out["arrival_probed"] = True
         if self.processed_rows is None or self.latest_rows is None or self.latest_ms is None:
             return out
         latest_rows, latest_ms = max(self.latest_rows, self.processed_rows), self.latest_ms
-        if idle_since_ms is not None and idle_since_ms >= latest_ms and latest_rows <= self.processed_rows:
+        if probed is not None and probed[1] is not None:
+            available = latest_rows + probed[1]  # what the source offered since the latest offset
+        elif probed is None and idle_since_ms is not None and idle_since_ms >= latest_ms \
+                and latest_rows <= self.processed_rows:
             available = float(latest_rows)  # the last trigger found nothing new: no extrapolation
             rate = 0.0
         else:
@@ -193,8 +262,20 @@ class QueryState:
 class QueryTracker:
     """Running batch, completed batches, liveness and source offsets of each streaming query."""
 
-    def __init__(self) -> None:
+    def __init__(self, probes: Optional[list[SourceProbe]] = None, probe_rate_s: float = PROBE_RATE_S) -> None:
+        """``probes``: source probes (``collectors.source_probe``), the first matching a source is its
+        probe; ``probe_rate_s``: the window of a probed arrival rate (seconds)."""
         self.queries: dict[str, QueryState] = {}
+        self.probes = list(probes or [])
+        if not probe_rate_s > 0:
+            raise ValueError(f"probe_rate_s: expected seconds > 0 (got {probe_rate_s})")
+        self.probe_rate_s = probe_rate_s
+
+    def _probe(self, q: QueryState, s: SourceState) -> Optional[SourceProbe]:
+        if not s.probe_resolved:
+            s.probe = next((p for p in self.probes if p.matches(q.name, s.description)), None)
+            s.probe_resolved = True
+        return s.probe
 
     def _query(self, query_id: str) -> QueryState:
         q = self.queries.get(query_id)
@@ -251,7 +332,8 @@ class QueryTracker:
         while len(q.sources) < min(len(sources), MAX_SOURCES_PER_QUERY):
             q.sources.append(SourceState())
         for s, src in zip(q.sources, sources):
-            s.description = src.get("description")
+            if s.description != src.get("description"):
+                s.description, s.probe_resolved = src.get("description"), False
             s.processed_offset, s.latest_offset = src.get("endOffset"), src.get("latestOffset")
             s.processed_rows = offset_rows(s.processed_offset)
             latest = s.latest_offset if s.latest_offset is not None else s.processed_offset
@@ -349,7 +431,10 @@ class QueryTracker:
                 status = "idle"
             else:
                 status = "waiting"
-            sources = [s.record(now_ms, idle_since) for s in q.sources]
+            if q.terminated_ms is None:
+                for s in q.sources:
+                    s.sample(self._probe(q, s), now_ms)
+            sources = [s.record(now_ms, idle_since, self.probe_rate_s) for s in q.sources]
             counted = [s for s in sources if s.get("backlog_rows") is not None]
             oldest = [s["oldest_unprocessed_ms"] for s in counted if s.get("oldest_unprocessed_ms") is not None]
             rates = [s["arrival_rows_per_second"] for s in sources if s.get("arrival_rows_per_second") is not None]

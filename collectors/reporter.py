@@ -135,6 +135,7 @@ class Reporter:
         query_status: Optional[Callable[[], list]] = None,
         decode_query: Optional[Callable[[list], list]] = None,
         state_interval_s: float = 1.0,
+        source_probes: Optional[list] = None,
     ) -> None:
         self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
@@ -164,7 +165,7 @@ class Reporter:
         self.decode_query = decode_query or decode_query_events
         self.query_status = query_status  # () -> [{"id", "run_id", "name", "trigger", status fields}]
         self.state_interval_s = state_interval_s
-        self.queries = QueryTracker()
+        self.queries = QueryTracker(source_probes)  # collectors.source_probe.SourceProbe list
         self.translator = translator or EventTranslator()
         self.app_id, self.master = app_id, master
         self.id = uuid.uuid4().hex

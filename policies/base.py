@@ -116,7 +116,10 @@ class LiveStats:
     processing rate (rows per second of batch processing time), ``backlog_growth_rows_per_second``
     the trend of the backlog (least squares over the backlog right after each completed batch in
     the window; None with fewer than three batches). ``completed_batches``: micro-batches that
-    completed within the view's window."""
+    completed within the view's window. ``arrival_probed``: the arrival rate (rows per second the
+    sources offer) was read from every source now by a probe (``collectors.source_probe``), so it
+    shows a rate step within a second; False: extrapolated from the completed batches' offsets, a
+    step shows once a batch at the new rate has completed."""
 
     status: str  # running | waiting | idle | terminated
     observed_ms: int
@@ -129,6 +132,7 @@ class LiveStats:
     backlog_s: Optional[float] = None
     processing_rows_per_second: Optional[float] = None
     arrival_rows_per_second: Optional[float] = None
+    arrival_probed: bool = False
     backlog_growth_rows_per_second: Optional[float] = None
     trigger_interval_s: Optional[float] = None
     completed_batches: int = 0

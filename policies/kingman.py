@@ -73,16 +73,25 @@ of that delay (:func:`peak_load`), and never while a backlog is being worked off
 (:meth:`KingmanPolicy._scale_down_blocked`); no scale-up within ``after_scale_down_s`` of a
 scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._disrupted_by_scale_down`).
 One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
-met while a scale-out takes effect — by default on every level (``spare_when: always``, the variant
-the real cluster confirmed); ``auto``: while the arrival rate is rising (:func:`rate_rising`), or on
-every level when new executors take longer than the time between batch starts to work; ``slow``: only
-when new executors register later than that (:meth:`KingmanPolicy._spare_pays`). Both options won in
-the calibrated simulator and lost spans on the real cluster (docs/policies/kingman.md).
+met while a scale-out takes effect — by default unless the job's sources are probed
+(``spare_when: blind``, :func:`probed`: ``collectors.source_probe`` reads a source's rows between
+batches, so a step shows in the live rate within a second and the plan is made for it; without a
+probe a step shows only once a batch at the new rate completes, and the spare on every level is the
+variant the real cluster confirmed, ``always``); ``auto``: while the arrival rate is rising
+(:func:`rate_rising`), or on every level when new executors take longer than the time between batch
+starts to work; ``slow``: only when new executors register later than that
+(:meth:`KingmanPolicy._spare_pays`). Both options won in the calibrated simulator and lost spans on
+the real cluster (docs/policies/kingman.md).
+Sizes are whole task waves (``wave_sizing``, not in the thesis): a stage's tasks end at a barrier, so
+a slot count that leaves slots idle in the last wave buys nothing (4 tasks on 3 slots run 2 waves, as
+on 2): a planned size is raised to the next count that wastes none (``queueing.wave_slots``), a
+doubling, a spare or a scale-down step goes to the fewest slots with its waves
+(``queueing.same_waves_slots``).
 A scale-out must also keep the bound while its new executors warm up (``warmup_sizing``;
 :func:`warm_equivalent`, :meth:`KingmanPolicy._warmup_sized`: the pool counted as the warm executors
 it is worth over one interval, from the measured warm-up factor and duration), else it adds executors.
-With ``live_rate`` (off by default) the plan is also made for the source's arrival rate in the live
-state when it exceeds the completed batches' (:func:`live_load`: a rate step is then sized for before
+With ``live_rate`` (unset by default: on when the sources are probed, :func:`uses_live_rate`) the plan
+is also made for the source's arrival rate in the live state when it exceeds the completed batches' (:func:`live_load`: a rate step is then sized for before
 the first batch at the new rate completes; such a scale-out is not held back after a scale-down, the
 live rate being no effect of the removal). Without a profile
 (or ``cluster_model=False``) the overhead terms are 0 and no trend is used: the paper's model; the
@@ -103,7 +112,8 @@ from pydantic import Field, model_validator
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
-from spark_governor.policies.queueing import VertexModel, hysteresis_ok, rebalance_spark, sequence_wait, with_load
+from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
+                                              sequence_wait, with_load)
 from spark_governor.policies.safety import SafetyConfig, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
@@ -164,8 +174,11 @@ class KingmanConfig(SafetyConfig):
                                                               "flight is older than twice the bound")
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
-    spare_when: Literal["always", "rising", "auto", "slow"] = Field(
-        "always", description="When the spare executors are kept (outside bottlenecks): 'always'; 'rising': only "
+    spare_when: Literal["blind", "always", "rising", "auto", "slow"] = Field(
+        "blind", description="When the spare executors are kept (outside bottlenecks): 'blind': unless the "
+                              "sources are probed (LiveStats.arrival_probed: a rate step shows in the live "
+                              "rate within a second, and the plan is made for it), i.e. 'always' where a "
+                              "step shows only once a batch at the new rate completes; 'always'; 'rising': only "
                               "while the arrival rate is rising (see rate_rising), released by the lazy "
                               "scale-down; 'auto': 'rising' when new executors work within the time between "
                               "batch starts (measured or configured provisioning delay), else 'always'; "
@@ -175,12 +188,19 @@ class KingmanConfig(SafetyConfig):
     spare_rise_margin: float = Field(0.1, ge=0, description="With spare_when 'rising': the rate is rising when "
                                                             "the live rate or the trend over the provisioning "
                                                             "delay is more than this share above the measured rate")
-    live_rate: bool = Field(False, description="Also size for the source's arrival rate of the live state "
-                                               "when above the completed batches' (a rate step not yet in a "
-                                               "completed batch; see live_load)")
+    live_rate: Optional[bool] = Field(None, description="Also size for the source's arrival rate of the live "
+                                                        "state when above the completed batches' (a rate step "
+                                                        "not yet in a completed batch; see live_load); unset: "
+                                                        "when the sources are probed (arrival_probed)")
     warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
                                                   "keep the bound while its new executors are still slow, "
                                                   "else it adds executors (see warm_equivalent)")
+    wave_sizing: bool = Field(True, description="Size in whole task waves: a count of slots that leaves "
+                                                "slots idle in a stage's last wave buys nothing (4 tasks "
+                                                "on 3 slots run in 2 waves, as on 2): a planned size is "
+                                                "raised to the next count that does not, a doubling or a "
+                                                "spare trimmed to the fewest slots with its waves "
+                                                "(queueing.wave_slots / same_waves_slots); off: the thesis")
     backlog_tolerance_intervals: float = Field(1.5, gt=0, description="No scale-down while the rows waiting are "
                                                                       "more than this many trigger intervals of "
                                                                       "arrivals (a backlog being worked off)")
@@ -289,6 +309,18 @@ def live_load(view: JobView, cfg: KingmanConfig) -> float:
     if not rate:
         return 1.0
     return max(1.0, live.arrival_rows_per_second / rate)
+
+
+def probed(view: JobView) -> bool:
+    """Whether the job's sources are probed now (``LiveStats.arrival_probed``; ``collectors.source_probe``):
+    its live arrival rate shows a rate step within a second, not once a batch at the new rate completes."""
+    return view.live is not None and view.live.arrival_probed and bool(view.live.arrival_rows_per_second)
+
+
+def uses_live_rate(view: JobView, cfg: KingmanConfig) -> bool:
+    """``live_rate`` as set, else (unset, the default) whether the sources are probed (:func:`probed`): a
+    live rate extrapolated from completed batches' offsets shows a step no earlier than they do."""
+    return cfg.live_rate if cfg.live_rate is not None else probed(view)
 
 
 def rate_rising(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:
@@ -475,6 +507,8 @@ class KingmanPolicy(Policy):
             if bottleneck:  # Eq. 4.12 on the shared pool: at least double
                 rho = max(rhos)
                 slots = min(max(m.p_max for m in models), max(2 * slots_now, math.ceil(2 * slots_now * rho - 1e-9)))
+                if cfg.wave_sizing:  # the doubling's waves, on the fewest slots that run them
+                    slots = max(min(slots, 2), same_waves_slots([m.p_max for m in models], slots))
                 feasible = None
             else:
                 budget = None if cfg.w_ob is not None else cfg.safety_factor * (c.bound_s - fixed)
@@ -483,7 +517,7 @@ class KingmanPolicy(Policy):
                     budget = cfg.safety_factor * (1 - cfg.w_ob) * (c.bound_s - sum(m.l for m in models) - outside)
                 r = rebalance_spark(models, c.bound_s, cfg.w_ob or 0.0, slots_per_executor=spe,
                                     safety_factor=cfg.safety_factor, max_utilization=cfg.max_utilization,
-                                    budget=budget)
+                                    budget=budget, waves=cfg.wave_sizing)
                 slots, feasible = r.slots, r.feasible
             out[c.name] = {"measured_latency_s": c.latency_s, "bound_s": c.bound_s, "bottleneck": bottleneck,
                            "feasible": feasible, "slots": slots, "executors": math.ceil(slots / spe),
@@ -590,6 +624,8 @@ class KingmanPolicy(Policy):
         shows a step in the live rate one batch late, and 'slow' kept 0.812 of a 4x step's spans there."""
         if cfg.spare_when == "always":
             return True
+        if cfg.spare_when == "blind":
+            return not probed(view)
         interval = 2 * trigger_wait_s(view, cfg)
         if cfg.spare_when == "slow":
             return register_s is None or register_s > interval
@@ -636,7 +672,7 @@ class KingmanPolicy(Policy):
         plan = self.plan(view, cfg)
         if plan is not None:
             wanted = max(wanted, plan["executors"])
-        surge = live_load(view, cfg) if cfg.live_rate else 1.0
+        surge = live_load(view, cfg) if uses_live_rate(view, cfg) else 1.0
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, cfg, surge)
             if now is not None:
@@ -700,8 +736,12 @@ class KingmanPolicy(Policy):
         useful = math.ceil(max(m.p_max for models, _ in plan["models"].values() for m in models)
                            / plan["slots_per_executor"])
         spare = max(0, min(spare, useful - target))
+        if spare and config.wave_sizing:  # a spare that adds no wave is only cost
+            spe = plan["slots_per_executor"]
+            p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
+            spare = max(0, math.ceil(same_waves_slots(p_maxes, (target + spare) * spe) / spe) - target)
         target += spare
-        surge, surged = (live_load(view, config) if config.live_rate else 1.0), False
+        surge, surged = (live_load(view, config) if uses_live_rate(view, config) else 1.0), False
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, config, surge)
             extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else spare
@@ -730,6 +770,10 @@ class KingmanPolicy(Policy):
             if self._scale_down_blocked(view, config) is not None:
                 return []
             target = current - 1  # scale-downs one by one (thesis §4.6.4)
+            if config.wave_sizing:  # one wave at a time: the fewest executors that run the waves of current − 1
+                spe = plan["slots_per_executor"]
+                p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
+                target = max(1, math.ceil(same_waves_slots(p_maxes, target * spe) / spe))
             peak = peak_load(view, config, config.scale_down_delay_s) if config.scale_down_delay_s else 1.0
             # the spare is kept beyond a size that is safe with margin, not beyond the plan of the moment:
             # near a size boundary the plan flips between evaluations (measured on the standalone cluster:

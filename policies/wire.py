@@ -297,7 +297,9 @@ class SourceStateRecord(_Strict):
     record's ``observed_ms`` (the latest offset, plus the arrival rate times the time since), their
     difference ``backlog_rows``, and ``oldest_unprocessed_ms`` when the oldest of them became
     available (epoch ms). Kafka's ``*OffsetsBehindLatest`` source metrics are passed on as reported
-    (offsets per topic-partition at the end of the latest completed batch)."""
+    (offsets per topic-partition at the end of the latest completed batch). ``arrival_probed``: the
+    arrival rate and the rows available were read from the source now (a probe,
+    ``collectors.source_probe``), not extrapolated from the completed batches' offsets."""
 
     description: Optional[Name] = None
     processed_offset: Optional[OffsetText] = None
@@ -307,6 +309,7 @@ class SourceStateRecord(_Strict):
     backlog_rows: Optional[NonNeg] = None
     oldest_unprocessed_ms: Optional[NonNeg] = None
     arrival_rows_per_second: Optional[NonNegFloat] = None
+    arrival_probed: Optional[bool] = None
     min_offsets_behind_latest: Optional[NonNegFloat] = None
     avg_offsets_behind_latest: Optional[NonNegFloat] = None
     max_offsets_behind_latest: Optional[NonNegFloat] = None

@@ -119,12 +119,14 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
 @click.option("--variants", default=None,
               help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
                    '{"policy": "utilization-target"} for that policy (default: bench.scaling_whatif.VARIANTS: '
-                   'spare 0, the spare when it pays, always (the default), 2 always).')
+                   'spare 0, the default, 1 always, 2 always).')
+@click.option("--probe/--no-probe", default=None,
+              help="The simulated job's source is probed between batches (default: as in the real run).")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
               type=click.Path(dir_okay=False))
-def bench_scaling_whatif(calibrate: str, staircases, variants, seeds: int, seed: int, out: str) -> None:
+def bench_scaling_whatif(calibrate: str, staircases, variants, probe, seeds: int, seed: int, out: str) -> None:
     """Kingman config variants on staircases, simulated on the cluster a real run measured (no Spark)."""
     import json
 
@@ -153,7 +155,8 @@ def bench_scaling_whatif(calibrate: str, staircases, variants, seeds: int, seed:
         report = load_report(calibrate)
     except CalibrationError as exc:
         raise click.ClickException(f"--calibrate: {exc}") from None
-    result = run_whatif(report, stairs, chosen, seeds=seeds, seed=seed, log=lambda m: click.echo(m, err=True))
+    result = run_whatif(report, stairs, chosen, seeds=seeds, seed=seed, log=lambda m: click.echo(m, err=True),
+                        overrides=None if probe is None else {"live_probe": probe})
     write_json(result, out, indent=2)
     click.echo(format_whatif(result))
     click.echo(f"wrote {out}", err=True)
@@ -390,10 +393,13 @@ def _levels(raw: str) -> tuple[float, ...]:
 @click.option("--trigger-s", default=8.0, show_default=True, type=click.FloatRange(1), help="Trigger interval.")
 @click.option("--policies", default="kingman,threshold,utilization-target,static", show_default=True,
               help="Runs, in order, on the same staircase: kingman, threshold, utilization-target, static.")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="The job's reporter probes its source's rate file between batches (collectors.source_probe).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
-                       static_executors: int, row_cost_us: float, trigger_s: float, policies: str, workdir, out: str) -> None:
+                       static_executors: int, row_cost_us: float, trigger_s: float, policies: str, probe: bool, workdir,
+                       out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
     from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
@@ -408,7 +414,7 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     started = time.perf_counter()
     report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
                                     span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
-                                    row_cost_us=row_cost_us, policies=names,
+                                    row_cost_us=row_cost_us, policies=names, source_probe=probe,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)

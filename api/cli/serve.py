@@ -46,6 +46,9 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
               help="Run migrations at start (default: only for SQLite).")
 @click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
               envvar="SPARK_GOVERNOR_EVALUATION_SECONDS", help="Policy evaluation interval.")
+@click.option("--surge-ratio", default=0.25, show_default=True, type=click.FloatRange(0),
+              envvar="SPARK_GOVERNOR_SURGE_RATIO",
+              help="Evaluate a job at once when its probed arrival rate rises by this share (0: only every interval).")
 @click.option("--token", "tokens", multiple=True, metavar="NAME[:SCOPES[:JOBS]]=SECRET",
               help="A configured API token (repeatable; also SPARK_GOVERNOR_TOKENS=t1,t2). SCOPES: report, read, "
                    "write, admin joined by '+' (default admin); JOBS: job-name patterns joined by '+'.")
@@ -81,7 +84,7 @@ def _tokens(tokens: tuple[str, ...]) -> dict:
 @click.option("--max-body-mib", default=16, show_default=True, type=click.IntRange(1, 1024),
               envvar="SPARK_GOVERNOR_MAX_BODY_MIB", help="Largest report as sent (compressed).")
 def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_seconds: float,
-          retention_hours: float, metrics_expiry: float, migrate, evaluation_seconds: float, tokens: tuple[str, ...],
+          retention_hours: float, metrics_expiry: float, migrate, evaluation_seconds: float, surge_ratio: float, tokens: tuple[str, ...],
           anonymous_reports: bool, reads: str, max_inflight_reports: int, max_queued_reports: int,
           max_queued_tasks: int, max_batch_reports: int, max_batch_tasks: int, batch_linger_ms: float,
           queue_deadline_seconds: float, max_body_mib: int) -> None:
@@ -98,6 +101,7 @@ def serve(host: str, port: int, db_url: str, workers: int, threads: int, window_
     try:  # the metrics directory made above is removed on every way out (a failed start included)
         named = _tokens(tokens)
         settings = Settings(window_ms=int(window_seconds * 1000), evaluation_interval_s=evaluation_seconds,
+                            surge_ratio=surge_ratio,
                             require_report_token=not anonymous_reports, open_reads=reads == "open",
                             max_inflight_reports=max_inflight_reports, max_queued_reports=max_queued_reports,
                             max_queued_tasks=max_queued_tasks, max_batch_reports=max_batch_reports,

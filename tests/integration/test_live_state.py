@@ -101,6 +101,7 @@ def test_a_long_batch_is_seen_violating_the_bound_and_scaled_out_before_it_compl
         assert seen["backlog_rows"] > 0 and seen["backlog_s"] is not None and seen["backlog_s"] > 0
         (q,) = seen["queries"]
         assert q["trigger_interval_s"] == 1.0 and q["sources"][0]["backlog_rows"] > 0
+        assert seen["arrival_probed"] is False  # no probe: the rate comes from the completed batches' offsets
 
         def violated():  # spans of the long batch (the warm-up batch may have had some too)
             spans = constraint(plane, job)["spans"]
@@ -133,6 +134,54 @@ def test_a_long_batch_is_seen_violating_the_bound_and_scaled_out_before_it_compl
         query.stop()
         handle.detach(flush_timeout_s=10)
     assert long_batch["ended"] - long_batch["started"] < SLEEP_S + 1
+
+
+def test_a_probed_source_shows_a_rate_step_while_a_long_batch_runs(spark, plane, tmp_path):
+    """A source probe (``collectors.source_probe``): the reporter reads the source's rate file between
+    batches, so a rate step during a long batch reaches the control plane's live state (rate and
+    backlog) before any batch at the new rate completes; the offsets alone would still say 200 rows/s."""
+    from spark_governor.collectors import attach
+    from spark_governor.collectors.source_probe import RateFileProbe
+
+    job = "live-probed"
+    rate = tmp_path / "rate"
+    rate.write_text("200")
+    long_batch = {}
+    sleeping, release = threading.Event(), threading.Event()
+
+    def foreach_batch(df, batch_id):
+        df.count()
+        if batch_id >= 2 and not long_batch:
+            long_batch.update(id=batch_id)
+            sleeping.set()
+            release.wait(SLEEP_S)
+            long_batch["ended"] = time.time()
+
+    handle = attach(spark, job=job, endpoint=plane.url, source_probes=[RateFileProbe(str(rate), 200)])
+    query = start_query(spark, str(rate), foreach_batch)
+    try:
+        wait_for(lambda: sleeping.is_set() or not query.isActive, 240, 0.2, "the long batch")
+        assert query.isActive, query.exception()
+        rate.write_text("2000")  # a 10x step while the batch runs
+        stepped = time.time()
+
+        def step_seen():
+            s = live(plane, job)
+            return s.get("status") == "running" and s.get("arrival_probed") and \
+                (s.get("arrival_rows_per_second") or 0) > 1800 and s
+
+        seen = wait_for(step_seen, SLEEP_S - 2, 0.25, "the probed rate step in the live state")
+        assert time.time() - stepped < 6  # a couple of snapshots, not a batch
+        (src,) = seen["queries"][0]["sources"]
+        assert src["arrival_probed"] is True and src["arrival_rows_per_second"] == pytest.approx(2000, rel=0.1)
+        # the rows offered since the step are counted at the new rate (the offsets' 200 rows/s would give
+        # ~200 a second)
+        assert seen["backlog_rows"] > 2000 * 1.5
+        assert "ended" not in long_batch, "the batch completed before the step was seen"
+    finally:
+        release.set()
+        query.stop()
+        handle.detach(flush_timeout_s=10)
 
 
 def test_an_idle_query_is_reported_idle_not_stuck_and_not_scaled(spark, plane, tmp_path):

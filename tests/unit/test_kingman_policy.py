@@ -30,7 +30,8 @@ def constraint(latency_s, bound_s, name="c1", vertices=None):
 # the literal model mapping (measured c_A, [C]'s e clamp, no scale-down margin); the Spark extensions that
 # are on by default (bulk c_A, wider e clamp, scale-down margin, ...) have their own tests in test_kingman_rules.py
 CFG = KingmanConfig(trigger_interval_s=10.0, min_value=1, max_value=64, bulk_arrivals=False, scale_down_margin=0,
-                    e_clamp_low=0.8, e_clamp_high=1.2, spare_executors=0)
+                    e_clamp_low=0.8, e_clamp_high=1.2, spare_executors=0,
+                    wave_sizing=False)  # the thesis' sizes (the oracle); waves: test_kingman_waves.py
 
 
 def smallest_meeting(models, fixed, bound, spe=1, hi=64):
@@ -97,7 +98,7 @@ def test_warm_up_hysteresis_and_missing_data_mean_no_decision():
     assert KingmanPolicy().evaluate(view([stage(windows=1)], [constraint(6.0, 3.0)]), CFG) == []
     assert KingmanPolicy().evaluate(view([stage()], [constraint(None, 3.0)]), CFG) == []
     assert KingmanPolicy().evaluate(view([stage()], []), CFG) == []
-    lazy = KingmanConfig(trigger_interval_s=10.0, min_relative_change=0.8, spare_executors=0)
+    lazy = KingmanConfig(trigger_interval_s=10.0, min_relative_change=0.8, spare_executors=0, wave_sizing=False)
     assert KingmanPolicy().evaluate(view([stage()], [constraint(6.0, 3.0)]), lazy) == []  # 4 → 7 is 75 %
 
 
