@@ -289,6 +289,21 @@ class Attachment:
         self.reporter.stop(flush_timeout_s)
 
 
+def live_slots(default_parallelism: int, executors: int, executor_cores: Optional[str], task_cpus: int,
+               master: str) -> int:
+    """Task slots of the application now. On a cluster with ``spark.executor.cores`` set: executors ×
+    cores / ``spark.task.cpus``; else ``defaultParallelism`` / ``spark.task.cpus`` — which a cluster
+    backend reports as max(total cores, 2), so one 1-core executor read as 2 slots and Kingman, taking
+    2 slots per executor, planned half the executors it needed (the standalone cluster, 2026-11-26)."""
+    cpus = max(1, task_cpus)
+    if executor_cores and not str(master).startswith("local"):
+        try:
+            return executors * int(executor_cores) // cpus
+        except ValueError:
+            pass
+    return default_parallelism // cpus
+
+
 def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
            token: Optional[str] = None, **reporter_options: Any) -> Attachment:
     """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
@@ -317,9 +332,12 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     translator = EventTranslator(slots=sc.defaultParallelism // max(1, task_cpus), task_cpus=task_cpus)
     executors = ExecutorApplier(sc)
 
+    executor_cores = conf.get("spark.executor.cores", None)
+
     def live_state() -> dict:
-        return {"slots": sc._jsc.sc().defaultParallelism() // max(1, task_cpus),
-                "executors": len(executors.executor_ids())}
+        n = len(executors.executor_ids())
+        return {"slots": live_slots(sc._jsc.sc().defaultParallelism(), n, executor_cores, task_cpus, sc.master),
+                "executors": n}
 
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,

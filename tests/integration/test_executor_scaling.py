@@ -44,6 +44,13 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
     try:
         wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
         wait_for(lambda: driver.executors() == 1, 60, 1, "initial size of one executor")
+
+        def reported():
+            j = requests.get(f"{plane.url}/api/v1/jobs/{job}", timeout=10).json()
+            return j if j.get("executors") == 1 else None
+
+        # one 1-core executor is one slot (Spark's defaultParallelism says max(cores, 2) = 2)
+        assert wait_for(reported, 30, 0.5, "the reporter's executors")["slots"] == 1
         driver.rate(24_000)  # 96 000 rows per 4 s batch × 50 µs = 4.8 s of work on one executor: overrun
         wait_for(lambda: (driver.executors() or 0) >= 2, 240, 1, "scale-up")
         ups = [d for d in decisions(plane, job) if d["new_value"] > d["old_value"]]
@@ -91,6 +98,13 @@ def test_dry_run_changes_nothing_but_records_decisions(standalone_cluster, plane
     try:
         wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
         wait_for(lambda: driver.executors() == 1, 60, 1, "initial size of one executor")
+
+        def reported():
+            j = requests.get(f"{plane.url}/api/v1/jobs/{job}", timeout=10).json()
+            return j if j.get("executors") == 1 else None
+
+        # one 1-core executor is one slot (Spark's defaultParallelism says max(cores, 2) = 2)
+        assert wait_for(reported, 30, 0.5, "the reporter's executors")["slots"] == 1
         driver.rate(24_000)
         wait_for(lambda: any(d["new_value"] > d["old_value"] for d in decisions(plane, job)), 240, 1,
                  "a recorded scale-up")

@@ -444,8 +444,9 @@ final class Agent {
                 if (executors == null) {
                     executors = new ExecutorApplier(sc);
                 }
-                translator.liveSlots = sc.defaultParallelism() / taskCpus;
                 executorCount = executors.executorIds().size();
+                translator.liveSlots = liveSlots(sc.defaultParallelism(), executorCount,
+                        sc.getConf().get("spark.executor.cores", null), taskCpus, sc.master());
             } catch (Throwable t) {  // the context may be stopping
                 executorCount = null;
             }
@@ -635,5 +636,20 @@ final class Agent {
             }
             wake.release();
         }
+    }
+
+    /** Task slots of the application now: on a cluster with spark.executor.cores set, executors x cores /
+     *  spark.task.cpus; else defaultParallelism / spark.task.cpus, which a cluster backend reports as
+     *  max(total cores, 2) (one 1-core executor read as 2 slots). As collectors.attach.live_slots. */
+    static int liveSlots(int defaultParallelism, int executors, String executorCores, int taskCpus, String master) {
+        int cpus = Math.max(1, taskCpus);
+        if (executorCores != null && (master == null || !master.startsWith("local"))) {
+            try {
+                return executors * Integer.parseInt(executorCores.trim()) / cpus;
+            } catch (NumberFormatException e) {
+                // fall back to the default parallelism
+            }
+        }
+        return defaultParallelism / cpus;
     }
 }
