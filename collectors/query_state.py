@@ -51,8 +51,9 @@ RATE_POINTS = 8
 TERMINATED_REPORTS = 3
 #: probe samples kept per source (one per snapshot, at least one a second)
 PROBE_POINTS = 64
-#: the probed arrival rate is the counter's growth over this many seconds (short: a step shows at once)
-PROBE_RATE_S = 2.0
+#: the probed arrival rate is the counter's growth over this many seconds: one snapshot interval, so the
+#: first snapshot after a step shows the new rate, not a mix with the old one (2 s read a 4× step as 2.5×)
+PROBE_RATE_S = 1.0
 _TRIGGER = re.compile(r"ProcessingTimeTrigger\((\d+)\)")
 
 

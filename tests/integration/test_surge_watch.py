@@ -47,11 +47,12 @@ def test_a_probed_rate_step_evaluates_its_job_at_once(app, client, engine):
     assert step([1000.0]) == []  # the baseline
     assert step([1100.0]) == []  # +10 %: noise
     assert step([900.0]) == []  # lower: the baseline follows it down
-    assert step([1200.0]) == [job_id(engine, "probed")]  # +33 % on 900
+    assert step([1200.0]) == []  # +33 % on 900, but still rising (+33 % on the previous look)
+    assert step([1250.0]) == [job_id(engine, "probed")]  # settled
     assert watch.evaluations == 1
-    assert step([1600.0]) == []  # +33 % again, but within 1 s of the last surge
+    assert step([1700.0]) == [] and step([1700.0]) == []  # +36 %: rising, then within 1 s of the last surge
     time.sleep(1.05)
-    assert step([1600.0]) == [job_id(engine, "probed")]
+    assert step([1700.0]) == [job_id(engine, "probed")]
     # the evaluation ran the job's policy (a decision or not, the evaluation is on record: no policy error)
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(events).where(events.c.kind == "policy_error")).scalar() == 0

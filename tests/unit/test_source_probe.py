@@ -41,7 +41,7 @@ def test_a_rate_step_shows_in_the_probed_rate_and_backlog_before_a_batch_complet
     QueryStateRecord.model_validate(s)
     (src,) = s["sources"]
     assert src["arrival_probed"] is True
-    assert src["arrival_rows_per_second"] == pytest.approx(4000)  # the last 2 s; the offsets say 1000
+    assert src["arrival_rows_per_second"] == pytest.approx(4000)  # the last second; the offsets say 1000
     assert src["available_rows"] == 3000 + (12000 - 3000)  # the latest offset + the counter's growth since
     assert src["backlog_rows"] == 12000 - 3000
 
