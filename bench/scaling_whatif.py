@@ -38,11 +38,11 @@ STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (
     ((2000, 4000, 8000, 16000, 8000, 4000, 2000), 40.0),
 )
 
-#: the variants compared by default: the thesis' size, the default (a spare unless the source is probed: with
-#: ``overrides={"live_probe": True}`` none, the live rate sized for), one spare always, two spares always
+#: the variants compared by default: the thesis' size, a spare unless the source is probed (with
+#: ``overrides={"live_probe": True}`` none, the live rate sized for), one spare always (the default), two
 VARIANTS: dict[str, dict] = {"spare 0 (thesis size)": {"spare_executors": 0},
-                             "default (spare unless probed)": {},
-                             "spare 1 always": {"spare_executors": 1, "spare_when": "always"},
+                             "spare unless probed": {"spare_when": "blind"},
+                             "spare 1 always (default)": {"spare_executors": 1, "spare_when": "always"},
                              "spare 2 always": {"spare_executors": 2, "spare_when": "always"}}
 
 

@@ -73,15 +73,14 @@ of that delay (:func:`peak_load`), and never while a backlog is being worked off
 (:meth:`KingmanPolicy._scale_down_blocked`); no scale-up within ``after_scale_down_s`` of a
 scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._disrupted_by_scale_down`).
 One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
-met while a scale-out takes effect — by default unless the job's sources are probed
-(``spare_when: blind``, :func:`probed`: ``collectors.source_probe`` reads a source's rows between
-batches, so a step shows in the live rate within a second and the plan is made for it; without a
-probe a step shows only once a batch at the new rate completes, and the spare on every level is the
-variant the real cluster confirmed, ``always``); ``auto``: while the arrival rate is rising
-(:func:`rate_rising`), or on every level when new executors take longer than the time between batch
-starts to work; ``slow``: only when new executors register later than that
-(:meth:`KingmanPolicy._spare_pays`). Both options won in the calibrated simulator and lost spans on
-the real cluster (docs/policies/kingman.md).
+met while a scale-out takes effect — by default on every level (``spare_when: always``, the variant
+the real cluster confirmed, with and without source probes); ``blind``: unless the job's sources are
+probed (:func:`probed`: ``collectors.source_probe`` reads a source's rows between batches, so a step
+shows in the live rate within a second and the plan is made for it); ``auto``: while the arrival
+rate is rising (:func:`rate_rising`), or on every level when new executors take longer than the time
+between batch starts to work; ``slow``: only when new executors register later than that
+(:meth:`KingmanPolicy._spare_pays`). The three options won in the calibrated simulator and lost spans
+on the real cluster (docs/policies/kingman.md).
 Sizes are whole task waves (``wave_sizing``, not in the thesis): a stage's tasks end at a barrier, so
 a slot count that leaves slots idle in the last wave buys nothing (4 tasks on 3 slots run 2 waves, as
 on 2): a planned size is raised to the next count that wastes none (``queueing.wave_slots``), a
@@ -174,11 +173,11 @@ class KingmanConfig(SafetyConfig):
                                                               "flight is older than twice the bound")
     spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
                                                       "rate step while a scale-out takes effect)")
-    spare_when: Literal["blind", "always", "rising", "auto", "slow"] = Field(
-        "blind", description="When the spare executors are kept (outside bottlenecks): 'blind': unless the "
-                              "sources are probed (LiveStats.arrival_probed: a rate step shows in the live "
+    spare_when: Literal["always", "blind", "rising", "auto", "slow"] = Field(
+        "always", description="When the spare executors are kept (outside bottlenecks): 'always'; 'blind': unless "
+                              "the sources are probed (LiveStats.arrival_probed: a rate step shows in the live "
                               "rate within a second, and the plan is made for it), i.e. 'always' where a "
-                              "step shows only once a batch at the new rate completes; 'always'; 'rising': only "
+                              "step shows only once a batch at the new rate completes; 'rising': only "
                               "while the arrival rate is rising (see rate_rising), released by the lazy "
                               "scale-down; 'auto': 'rising' when new executors work within the time between "
                               "batch starts (measured or configured provisioning delay), else 'always'; "
@@ -634,6 +633,16 @@ class KingmanPolicy(Policy):
         return rate_rising(view, cfg, delay_s)
 
     @staticmethod
+    def _wave_spare(plan: dict, target: int, spare: int, cfg: KingmanConfig) -> int:
+        """``spare`` executors beyond ``target`` (the plan's), less those that add no task wave
+        (``wave_sizing``: 4 tasks on 2 + 1 executors run in 2 waves, as on 2)."""
+        if not spare or not cfg.wave_sizing:
+            return spare
+        spe = plan["slots_per_executor"]
+        p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
+        return max(0, math.ceil(same_waves_slots(p_maxes, (target + spare) * spe) / spe) - target)
+
+    @staticmethod
     def _scale_down_blocked(view: JobView, cfg: KingmanConfig) -> Optional[str]:
         """Why no scale-down may happen now, or None (issue #14; the thesis scales down at once, its
         effects being "almost instantly visible", §4.6.4 — on Spark a released executor takes a
@@ -735,18 +744,17 @@ class KingmanPolicy(Policy):
             spare = 0  # a flat or falling rate, new executors quick: no spare (released by the lazy scale-down)
         useful = math.ceil(max(m.p_max for models, _ in plan["models"].values() for m in models)
                            / plan["slots_per_executor"])
-        spare = max(0, min(spare, useful - target))
-        if spare and config.wave_sizing:  # a spare that adds no wave is only cost
-            spe = plan["slots_per_executor"]
-            p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
-            spare = max(0, math.ceil(same_waves_slots(p_maxes, (target + spare) * spe) / spe) - target)
+        wanted = spare
+        spare = self._wave_spare(plan, target, max(0, min(spare, useful - target)), config)
         target += spare
         surge, surged = (live_load(view, config) if uses_live_rate(view, config) else 1.0), False
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, config, surge)
-            extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else spare
+            extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else wanted
+            if now is not None:
+                extra = self._wave_spare(now, now["executors"], max(0, min(extra, useful - now["executors"])), config)
             if now is not None and now["executors"] + extra > target:
-                plan, target = now, min(now["executors"] + extra, max(useful, now["executors"]))
+                plan, target, spare = now, now["executors"] + extra, extra
                 surged = True
         # right after a scale-down the completed batches and busy time read high (its re-run tasks); the
         # live arrival rate does not, so a plan raised by it is not held back (with or without a spare)

@@ -119,7 +119,7 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
 @click.option("--variants", default=None,
               help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
                    '{"policy": "utilization-target"} for that policy (default: bench.scaling_whatif.VARIANTS: '
-                   'spare 0, the default, 1 always, 2 always).')
+                   'spare 0, unless probed, 1 always (the default), 2 always).')
 @click.option("--probe/--no-probe", default=None,
               help="The simulated job's source is probed between batches (default: as in the real run).")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")

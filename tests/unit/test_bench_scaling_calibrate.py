@@ -25,6 +25,8 @@ QUIET = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-
 # staircase 2000,4000,16000,4000,2000 rows/s × 50 s, same machine, 2026-11-25 15:39–15:57 UTC, while other
 # engineers' work loaded it (load average 5–8); the JSON as written
 LOADED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25-1539.json"
+# 2026-11-26 17:19, quiet, the default staircase with the job's source probed and surge evaluations (run 15)
+PROBED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-1719.json"
 
 
 def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parameters(tmp_path):
@@ -131,10 +133,12 @@ def test_a_policy_run_is_simulated_from_the_executors_it_had_at_t0():
     assert start_executors({"timeline": [[0.4, 3], [1.4, 2]]}, params) == 3
 
 
-def test_calibrated_simulator_is_within_5_points_of_the_real_run_for_every_policy():
+@pytest.mark.parametrize("path", [QUIET, PROBED])
+def test_calibrated_simulator_is_within_5_points_of_the_real_run_for_every_policy(path):
     """Issue 14: "the gap between simulated and real attainment is at most 5 points" — one model for every
-    policy of a quiet real run (no per-policy factor), each simulated with 5 seeds."""
-    out = run_calibration(load_report(QUIET), seed=0, seeds=5)
+    policy of a quiet real run (no per-policy factor), each simulated with 5 seeds; also the run whose
+    job's source was probed, with the control plane's surge evaluations (run 15 of 2026-11-26)."""
+    out = run_calibration(load_report(path), seed=0, seeds=5)
     assert [r["policy"] for r in out["results"]] == ["kingman", "threshold", "utilization-target", "static-4"]
     for r in out["results"]:
         assert abs(r["gap_points"]) <= 5.0, r

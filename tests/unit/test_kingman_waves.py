@@ -62,6 +62,7 @@ def _job(executors, util, live=None):
 
 
 def decide(v, **kw):
+    kw.setdefault("spare_when", "blind")
     cfg = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=8, warmup_windows=1, scale_down_delay_s=0.0,
                         scale_down_margin=0.0, **kw)
     return [(p.value, p.inputs.get("spare_executors")) for p in KingmanPolicy().evaluate(v, cfg)]
@@ -95,9 +96,9 @@ def test_scale_downs_skip_counts_with_an_idle_last_wave():
 
 
 def test_blind_keeps_the_spare_unless_the_source_is_probed():
-    # the default spare_when 'blind': a probed source shows a step within a second and the plan is made for
-    # its live rate (live_rate unset = when probed); without a probe the spare stays, as 'always'
-    assert KingmanConfig().spare_when == "blind" and KingmanConfig().live_rate is None
+    # spare_when 'blind': a probed source shows a step within a second and the plan is made for its live
+    # rate (live_rate unset, the default = when probed); without a probe the spare stays, as 'always'
+    assert KingmanConfig().live_rate is None
     offsets = LiveStats(status="waiting", observed_ms=NOW, arrival_rows_per_second=4000.0, trigger_interval_s=4.0,
                         completed_batches=3)
     probed = replace(offsets, arrival_probed=True)
@@ -109,3 +110,14 @@ def test_blind_keeps_the_spare_unless_the_source_is_probed():
     assert up[0] > 3 and up[1] == 0
     # the same live rate from the offsets is not used by default (a step shows there a batch late)
     assert decide(replace(v, live=replace(offsets, arrival_rows_per_second=4800.0))) == [(4, 1)]
+
+
+def test_a_spare_on_a_surge_plan_is_trimmed_to_whole_waves_too():
+    # two executors, the completed batches' plan 1 (+ the spare: 2); a probed step doubles the rate: the plan
+    # for it is 2, and its spare would be a third executor running 4 tasks in 2 waves as 2 do. Nothing to do
+    # (run 20 on the standalone cluster: 2 → 3 "1 spare beyond the plan's 2")
+    live = LiveStats(status="waiting", observed_ms=NOW, arrival_rows_per_second=6000.0, arrival_probed=True,
+                     trigger_interval_s=4.0, completed_batches=3)
+    v = _job(2, 0.2, live=live)
+    assert decide(v, spare_when="always") == []
+    assert decide(v, spare_when="always", wave_sizing=False) == [(3, 1)]
