@@ -112,7 +112,7 @@ from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
-                                              sequence_wait, with_load)
+                                              sequence_wait, wave_slots, with_load)
 from spark_governor.policies.safety import SafetyConfig, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
@@ -686,6 +686,10 @@ class KingmanPolicy(Policy):
             now = self.plan(view, cfg, surge)
             if now is not None:
                 wanted = max(wanted, now["executors"])
+        if cfg.wave_sizing and plan is not None:  # the pressure's size in whole waves (queueing.wave_slots)
+            spe = plan["slots_per_executor"]
+            wanted = math.ceil(wave_slots([m.p_max for models, _ in plan["models"].values() for m in models],
+                                          wanted * spe) / spe)
         new = int(within_bounds(wanted, cfg))
         if new <= current:
             return []  # at the maximum: nothing to add, and never a scale-down now

@@ -121,3 +121,13 @@ def test_a_spare_on_a_surge_plan_is_trimmed_to_whole_waves_too():
     v = _job(2, 0.2, live=live)
     assert decide(v, spare_when="always") == []
     assert decide(v, spare_when="always", wave_sizing=False) == [(3, 1)]
+
+
+def test_an_in_flight_scale_out_goes_to_whole_waves():
+    # a backlog growing by 0.1 s of work per second at 2 executors: the in-flight rule asks 3, which run the 4
+    # tasks in 2 waves as 2 do: 4 (run 21 on the standalone cluster: 2 → 3, then 3 → 2 eight seconds later)
+    live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=1.0,
+                     backlog_rows=80000.0, backlog_s=4.0, processing_rows_per_second=10000.0,
+                     backlog_growth_rows_per_second=1000.0, trigger_interval_s=4.0, completed_batches=3)
+    assert decide(_job(2, 0.5, live=live), spare_when="always") == [(4, None)]
+    assert decide(_job(2, 0.5, live=live), spare_when="always", wave_sizing=False) == [(3, None)]
