@@ -632,6 +632,16 @@ class KingmanPolicy(Policy):
             return True
         return rate_rising(view, cfg, delay_s)
 
+    def _live_step(self, view: JobView, cfg: KingmanConfig, current: int) -> bool:
+        """Whether the live arrival rate alone asks for more than ``current`` executors: a rate step, no
+        effect of a recent scale-down, so not held back after one (run 23 on the standalone cluster: a
+        scale-down 12 s before a 2x step held the in-flight scale-out for 20 s)."""
+        surge = live_load(view, cfg) if uses_live_rate(view, cfg) else 1.0
+        if surge <= 1.0:
+            return False
+        now = self.plan(view, cfg, surge)
+        return now is not None and now["executors"] > current
+
     @staticmethod
     def _wave_spare(plan: dict, target: int, spare: int, cfg: KingmanConfig) -> int:
         """``spare`` executors beyond ``target`` (the plan's), less those that add no task wave
@@ -729,7 +739,7 @@ class KingmanPolicy(Policy):
             if up is not None:
                 severe = (view.live is not None and view.live.in_flight_age_s is not None
                           and (in_flight.bound_s(view) or math.inf) * 2 < view.live.in_flight_age_s)
-                if not disrupted or severe or not up:
+                if not disrupted or severe or not up or self._live_step(view, config, current):
                     return up
                 return []
         plan = self.plan(view, config)

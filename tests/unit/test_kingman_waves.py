@@ -131,3 +131,16 @@ def test_an_in_flight_scale_out_goes_to_whole_waves():
                      backlog_growth_rows_per_second=1000.0, trigger_interval_s=4.0, completed_batches=3)
     assert decide(_job(2, 0.5, live=live), spare_when="always") == [(4, None)]
     assert decide(_job(2, 0.5, live=live), spare_when="always", wave_sizing=False) == [(3, None)]
+
+
+def test_an_in_flight_scale_out_on_a_live_step_is_not_held_after_a_scale_down():
+    # 9 s after a scale-down (within after_scale_down_s) a batch 10 s in flight (bound 8 s) is held back (the
+    # removal's re-run tasks make it late), unless the probed arrival rate shows a step the removal did not
+    # cause (run 23 on the standalone cluster: a 2x step's scale-out held for 20 s)
+    def v(rate):
+        live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=10.0,
+                         trigger_interval_s=4.0, completed_batches=3, arrival_rows_per_second=rate, arrival_probed=True)
+        return replace(_job(2, 0.5, live=live), last_decision_ms={"executors": NOW - 9_000}, last_executor_direction=-1)
+
+    assert decide(v(4000.0), spare_when="always") == []  # the batches' own rate: held
+    assert decide(v(12000.0), spare_when="always") == [(4, None)]  # a live step: at once, in flight
