@@ -10,8 +10,9 @@ spans ended 0.2–0.3 s over the 14 s bound.
 an enabled policy whose sources are all probed (``aggregators.liveness.probed_arrival_rates``) it keeps
 a baseline (``policies.surge.SurgeBaselines``: the rate at the job's previous surge evaluation, lowered
 whenever the rate falls below it); a rate above ``(1 + surge_ratio) ×`` the baseline evaluates the job's
-policies now (``api.governor.Governor.evaluate_job``), at most once per ``min_gap_s`` per job. Jobs without probes are evaluated on the interval only: their live rate moves when a batch
-completes, which the interval already follows. Not in the papers (the thesis' adjustment interval is
+policies now (``api.governor.Governor.evaluate_job``), at most once per ``min_gap_s`` per job. Jobs
+without probes are evaluated on the interval only: their live rate moves when a batch completes,
+which the interval already follows. Not in the papers (the thesis' adjustment interval is
 fixed); Flink's autoscaler is periodic too. Rates in rows per second.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from spark_governor.aggregators.models import policy_configs
 from spark_governor.policies.surge import SurgeBaselines
 
 log = logging.getLogger("spark_governor.surge")
+
 
 class SurgeWatch:
     """The governed jobs' rate baselines (``policies.surge``) and the surge evaluations they call for."""
