@@ -342,18 +342,20 @@ def run_rate(report: dict, run: dict):
 #: Kingman options added after a real run's config was stored (``report["kingman_config"]`` lists every
 #: option of its day), with the value that behaves as the code did before them: a replay of that run
 #: gets these where its config lacks them
-REPLAY_KINGMAN = {"wave_sizing": False}
+REPLAY_KINGMAN = {"wave_sizing": False, "backlog_projected": False}
+#: the same for the safety options every governed policy has
+REPLAY_SAFETY = {"cooldown_up_after_down": True}
 
 
 def controller(report: dict, run: dict, params: SimParams, replay: bool = False):
     """The simulated policy of ``run``; ``replay``: the report's Kingman config is the real run's own (options
-    it lacks behave as before they existed, :data:`REPLAY_KINGMAN`), not overrides of today's defaults."""
+    it lacks behave as before they existed, :data:`REPLAY_KINGMAN`, :data:`REPLAY_SAFETY`), not overrides of today's defaults."""
     name = run["policy"]
     if name.startswith("static-"):
         return static(lambda p, mean: int(name[7:]))(params, 0.0)
     config = (report.get("kingman_config") or {}) if name == "kingman" else {}
-    if replay and name == "kingman":
-        config = {**REPLAY_KINGMAN, **config}
+    if replay:
+        config = {**REPLAY_SAFETY, **(REPLAY_KINGMAN if name == "kingman" else {}), **config}
     ctrl = governed(name, config)(params, 0.0)
     return replace(ctrl, initial_executors=start_executors(run, params))
 

@@ -12,7 +12,13 @@ utilization-target) asks :func:`pressure` first and, when it answers, scales out
   age / bound: the work is at least that many times what the bound allows);
 * **backlog growing**: the backlog right after each completed batch grows by at least
   ``min_growth`` seconds of work per second (``factor`` = 1 + growth: the load exceeds what the
-  job processes by that fraction).
+  job processes by that fraction). With a ``horizon_s`` (Kingman's) and a latency bound, only when
+  the growth would carry the latency past the bound within the horizon (:func:`projected_latency_s`):
+  a record waits behind the backlog, so a backlog growing by g seconds of work per second makes
+  the latency grow by about g per second. Measured on the standalone cluster (2026-11-26, runs
+  17–24): growths of 0.06–0.07 s/s, at mean latencies of 6–7 s against a 14 s bound, doubled the
+  executors (whole task waves) where the plan kept the bound — about 0.1× static of the
+  executor-seconds of a run; one came 1–2 s after the policy was enabled, from the start-up batches.
 
 Never for an idle query (its last trigger found no new data: nothing is in flight) or a
 terminated one, and not before the job's first completed batch (the first batch of a run starts
@@ -92,10 +98,25 @@ def mean_in_flight_age_s(live, trigger: Optional[float]) -> Optional[float]:
     return max(live.running_batch_age_s or 0.0, oldest - trigger / 2.0)
 
 
+def projected_latency_s(view: JobView, growth: float, horizon_s: float) -> float:
+    """The record latency (s) expected ``horizon_s`` seconds from now when the backlog grows by
+    ``growth`` seconds of work per second: the latency known now — the larger of the mean age in
+    flight (:func:`mean_in_flight_age_s`) and the tightest whole-query constraint's measured mean
+    latency — plus ``growth × horizon_s``."""
+    known = [c.latency_s for c in sorted(view.constraints, key=lambda c: c.bound_s)
+             if c.vertices is None and c.latency_s is not None][:1]
+    age = mean_in_flight_age_s(view.live, trigger_s(view)) if view.live else None
+    if age is not None:
+        known.append(age)
+    return max(known, default=0.0) + growth * horizon_s
+
+
 def pressure(view: JobView, bound: Optional[float], min_growth: float = 0.05, knob: str = "executors",
-             settle_s: float = SETTLE_S, batch_bound: Optional[float] = None) -> Optional[Pressure]:
+             settle_s: float = SETTLE_S, batch_bound: Optional[float] = None,
+             horizon_s: Optional[float] = None) -> Optional[Pressure]:
     """:class:`Pressure` to scale out now, or None (module docstring); ``bound`` is the latency
-    bound, ``batch_bound`` the batch bound (seconds)."""
+    bound, ``batch_bound`` the batch bound, ``horizon_s`` how far a growing backlog is projected
+    against ``bound`` (None: any growth of ``min_growth`` presses), all in seconds."""
     live = view.live
     if live is None or live.status in ("idle", "terminated") or not view.batches:
         return None
@@ -130,6 +151,11 @@ def pressure(view: JobView, bound: Optional[float], min_growth: float = 0.05, kn
                         {**inputs, "judged_age_s": judged(max(a for a in (age, run) if a is not None))})
     if (since_change is None or since_change >= settle_s) and live.backlog_growing(min_growth):
         g = live.backlog_growth_ratio()
+        if horizon_s is not None and bound:
+            projected = projected_latency_s(view, g, horizon_s)
+            inputs = {**inputs, "projected_latency_s": projected, "horizon_s": horizon_s}
+            if projected <= bound:
+                return None
         return Pressure("backlog", f"backlog growing by {g:.2f} s of work per second "
                                    f"({live.backlog_rows or 0:.0f} rows waiting)", 1.0 + g,
                         {**inputs, "backlog_growing": True})

@@ -59,7 +59,8 @@ it has completed. Before planning, the work in flight is checked: when the runni
 oldest unprocessed record is older than the tightest whole-query constraint's bound,
 the job is a bottleneck now and gets Eq. 4.12's at-least-double at once — without waiting for the
 batch, a latency measurement or warm-up; a backlog growing by ``backlog_growth_ratio`` seconds of
-work per second scales out by that factor. The plan's own size is taken when larger. Never for an
+work per second scales out by that factor when it would carry the latency past the bound within
+the provisioning delay and a batch period (``backlog_projected``, :func:`backlog_horizon_s`). The plan's own size is taken when larger. Never for an
 idle query, and never a scale-down while it presses.
 
 **The cluster the job runs on** (``cluster_model``, on by default; issue #14): the view carries the
@@ -154,6 +155,10 @@ class KingmanConfig(SafetyConfig):
                                               "the bound, or a growing backlog, without waiting for the batch")
     backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
                                                                 "per second is scaled out (with in_flight)")
+    backlog_projected: bool = Field(True, description="A growing backlog is scaled out only when it would carry the "
+                                                      "latency past the bound within the provisioning delay and one "
+                                                      "batch period (:func:`backlog_horizon_s`); false: any growth "
+                                                      "of backlog_growth_ratio")
     cluster_model: bool = Field(True, description="Use the job's measured cluster profile (provisioning delay, "
                                                   "driver overhead): latency terms, scale-outs sized for the rate "
                                                   "trend; off or no profile: the paper's model")
@@ -262,6 +267,19 @@ def provisioning_delay_s(cluster: Optional[ClusterInputs], cfg: KingmanConfig) -
     if cfg.provisioning_delay_s is not None:
         return cfg.provisioning_delay_s
     return cluster.provisioning_delay_s if cluster is not None else None
+
+
+def backlog_horizon_s(view: JobView, cfg: KingmanConfig) -> Optional[float]:
+    """How far ahead (s) a growing backlog is projected against the bound (``backlog_projected``;
+    ``policies.in_flight``; issue #14, not in the thesis, whose scaler sees no backlog): the
+    provisioning delay (measured, else two batch periods) plus one batch period (max(trigger interval,
+    mean batch time): the next evaluation comes about then). A growth that crosses the bound later
+    is left to later evaluations, which see it again with its latency. None: off."""
+    if not cfg.backlog_projected:
+        return None
+    period = 2 * trigger_wait_s(view, cfg)
+    delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
+    return (delay if delay is not None else 2 * period) + period
 
 
 def register_delay_s(cluster: Optional[ClusterInputs], cfg: KingmanConfig) -> Optional[float]:
@@ -682,7 +700,8 @@ class KingmanPolicy(Policy):
         as bottlenecks (no latency is predicted for them), ``inputs["latency_s"]`` is the latency
         known now (the age in flight, a lower bound, or the measured one) and ``utilization`` the
         load (the plan's highest stage ρ, at least the pressure's factor)."""
-        p = in_flight.pressure(view, in_flight.bound_s(view), cfg.backlog_growth_ratio)
+        p = in_flight.pressure(view, in_flight.bound_s(view), cfg.backlog_growth_ratio,
+                               horizon_s=backlog_horizon_s(view, cfg))
         if p is None:
             return None
         wanted = in_flight.scaled(current, p)

@@ -2,6 +2,11 @@
 
 Pure functions over plain data. The cool-down default follows Lohrmann's elastic scaling
 (thesis §4.6.4, digest 004 §5.5): no scale-down within 3 evaluation intervals after a scale-up.
+The one-interval cool-down after any change does not hold a scale-up right after a scale-down
+(``cooldown_up_after_down``, off by default; issue #14): holding it risks the latency bound for
+no saving, as the Flink autoscaler delays only scale-downs (``scale-down.interval``). On the
+standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-out for 8 s and
+lost 12 % of the spans (docs/benchmarks.md, run 17).
 The effectiveness check follows the Flink autoscaler's idea: N evaluation intervals after an
 applied change, the observed effect is compared with the predicted one; after K ineffective
 scale-ups in a row, further scale-ups of that knob are held until an effective one or an operator
@@ -25,7 +30,12 @@ class SafetyConfig(PolicyConfig):
     max_value: Optional[float] = Field(None, description="Upper bound of the knob's value")
     max_step: Optional[float] = Field(None, gt=0, description="Largest change per decision")
     cooldown_intervals_after_up: int = Field(3, ge=0, description="No scale-down within this many evaluation intervals after a scale-up")
-    cooldown_intervals_after_any: int = Field(1, ge=0, description="No change within this many evaluation intervals after any change")
+    cooldown_intervals_after_any: int = Field(1, ge=0, description="No change within this many evaluation intervals after any change "
+                                                                  "(a scale-up right after a scale-down only with "
+                                                                  "cooldown_up_after_down)")
+    cooldown_up_after_down: bool = Field(False, description="Whether cooldown_intervals_after_any also holds a scale-up "
+                                                            "right after a scale-down (false: a scale-up is never held "
+                                                            "for a scale-down's sake)")
     effectiveness_intervals: int = Field(3, ge=1, description="Evaluation intervals after an applied change before its effect is judged")
     effective_fraction: float = Field(0.1, ge=0, le=1, description="A change is effective when at least this fraction of the predicted improvement is observed")
     max_ineffective_scale_ups: int = Field(3, ge=1, description="Scale-ups are held after this many ineffective ones in a row")
@@ -90,7 +100,8 @@ def guard(proposed: Any, current: Any, cfg: SafetyConfig, history: KnobHistory, 
     if direction != (1 if proposed > current else -1):
         return Guarded(None, f"bounds reverse the proposal ({current:g} → {proposed:g}: {'; '.join(notes)})")
     since_s = None if history.last_change_ms is None else (now_ms - history.last_change_ms) / 1000.0
-    if since_s is not None and since_s < cfg.cooldown_intervals_after_any * interval_s:
+    reversal_up = direction > 0 and history.last_direction < 0 and not cfg.cooldown_up_after_down
+    if since_s is not None and since_s < cfg.cooldown_intervals_after_any * interval_s and not reversal_up:
         return Guarded(None, f"cool-down: last change {since_s:.0f} s ago")
     if (direction < 0 and history.last_direction > 0 and since_s is not None
             and since_s < cfg.cooldown_intervals_after_up * interval_s):

@@ -57,6 +57,22 @@ def test_a_growing_backlog_is_pressure():
     assert scaled(4, p) == 5
 
 
+def test_a_growing_backlog_is_projected_against_the_bound_over_a_horizon():
+    """0.2 s of work per second for 10 s adds 2 s of latency: from a measured 1.5 s past a 3 s bound,
+    from 0.5 s not; the age in flight counts when larger than the measured latency."""
+    live = LiveStats(status="waiting", observed_ms=NOW, backlog_rows=5000, processing_rows_per_second=1000,
+                     backlog_growth_rows_per_second=200)
+    near = ConstraintStats("e2e", None, bound_s=3.0, span_s=1.0, latency_s=1.5)
+    far = ConstraintStats("e2e", None, bound_s=3.0, span_s=1.0, latency_s=0.5)
+    p = pressure(view(live, constraints=[near]), 3.0, horizon_s=10.0)
+    assert p.kind == "backlog" and p.inputs["projected_latency_s"] == pytest.approx(3.5)
+    assert pressure(view(live, constraints=[far]), 3.0, horizon_s=10.0) is None
+    assert pressure(view(live, constraints=[far]), 3.0).kind == "backlog"  # no horizon: any growth
+    old = LiveStats(status="waiting", observed_ms=NOW, backlog_rows=5000, processing_rows_per_second=1000,
+                    backlog_growth_rows_per_second=200, oldest_record_age_s=1.2)
+    assert pressure(view(old, constraints=[far]), 3.0, horizon_s=10.0).inputs["projected_latency_s"] == pytest.approx(3.2)
+
+
 def test_no_pressure_when_idle_terminated_unknown_or_before_the_first_batch():
     idle = LiveStats(status="idle", observed_ms=NOW, running_batch_age_s=None, oldest_record_age_s=None)
     assert pressure(view(idle), 1.0) is None
@@ -116,7 +132,7 @@ def test_every_executor_policy_scales_out_on_a_batch_in_flight_past_the_bound(po
     assert q.value == p.value and "task slots" in q.reason and q.reason.endswith("not actuatable")
     # a growing backlog too, with batches completing
     growing = LiveStats(status="waiting", observed_ms=NOW, backlog_rows=4000, processing_rows_per_second=1000,
-                        backlog_growth_rows_per_second=300, oldest_record_age_s=1.0)
+                        backlog_growth_rows_per_second=3000, oldest_record_age_s=1.0)
     (g,) = policy.evaluate(job(growing), cfg)
     assert g.value > 2 and "backlog growing" in g.reason and g.inputs["backlog_growing"]
     # at the maximum: no decision at all (and no scale-down on the old batches)

@@ -129,8 +129,11 @@ def test_an_in_flight_scale_out_goes_to_whole_waves():
     live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=1.0,
                      backlog_rows=80000.0, backlog_s=4.0, processing_rows_per_second=10000.0,
                      backlog_growth_rows_per_second=1000.0, trigger_interval_s=4.0, completed_batches=3)
-    assert decide(_job(2, 0.5, live=live), spare_when="always") == [(4, None)]
-    assert decide(_job(2, 0.5, live=live), spare_when="always", wave_sizing=False) == [(3, None)]
+    eager = {"spare_when": "always", "backlog_projected": False}
+    assert decide(_job(2, 0.5, live=live), **eager) == [(4, None)]
+    assert decide(_job(2, 0.5, live=live), **eager, wave_sizing=False) == [(3, None)]
+    # by default the growth is projected: 0.1 s/s over the horizon stays far within the bound, nothing to do
+    assert decide(_job(2, 0.5, live=live), spare_when="always") == []
 
 
 def test_an_in_flight_scale_out_on_a_live_step_is_not_held_after_a_scale_down():

@@ -79,6 +79,11 @@ def test_guard_bounds_step_and_cooldowns():
     assert refused.value is None and "cool-down" in refused.note   # < 3 intervals after a scale-up
     assert guard(3, 4, cfg, KnobHistory(NOW - 31_000, 1), NOW, 10).value == 3
     assert guard(5, 4, cfg, KnobHistory(NOW - 5_000, 1), NOW, 10).value is None  # within one interval of any change
+    assert guard(3, 4, cfg, KnobHistory(NOW - 5_000, -1), NOW, 10).value is None  # a scale-down after a scale-down
+    after_down = KnobHistory(NOW - 2_000, -1)
+    assert guard(6, 4, cfg, after_down, NOW, 10).value == 6  # a scale-up is never held for a scale-down's sake
+    old_rule = SafetyConfig(min_value=1, max_value=10, max_step=3, cooldown_up_after_down=True)
+    assert "cool-down" in guard(6, 4, old_rule, after_down, NOW, 10).note
     held = KnobHistory(NOW - 100_000, 1, 3, True)
     assert guard(5, 4, cfg, held, NOW, 10).note.startswith("held")
     assert guard(3, 4, cfg, held, NOW, 10).value == 3            # scale-down still allowed
