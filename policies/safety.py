@@ -5,8 +5,8 @@ Pure functions over plain data. The cool-down default follows Lohrmann's elastic
 The one-interval cool-down after any change does not hold a scale-up right after a scale-down
 (``cooldown_up_after_down``, off by default; issue #14): holding it risks the latency bound for
 no saving, as the Flink autoscaler delays only scale-downs (``scale-down.interval``). On the
-standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-out for 8 s and
-lost 12 % of the spans (docs/benchmarks.md, run 17).
+standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-out for 8 s
+(docs/benchmarks.md, run 17).
 The effectiveness check follows the Flink autoscaler's idea: N evaluation intervals after an
 applied change, the observed effect is compared with the predicted one; after K ineffective
 scale-ups in a row, further scale-ups of that knob are held until an effective one or an operator

@@ -27,6 +27,10 @@ QUIET = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-
 LOADED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25-1539.json"
 # 2026-11-26 17:19, quiet, the default staircase with the job's source probed and surge evaluations (run 15)
 PROBED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-1719.json"
+# 2026-11-26 20:04 and 20:26, quiet, sharp steps with the night's defaults: 2k,4k,16k,4k,2k x 50 s, Kingman alone
+# (run 27); 2k,16k,2k x 60 s, all four policies (run 31)
+SHARP = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2004.json"
+SPIKE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2026.json"
 
 
 def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parameters(tmp_path):
@@ -146,6 +150,19 @@ def test_calibrated_simulator_is_within_5_points_of_the_real_run_for_every_polic
         assert 0.85 <= r["exec_seconds_ratio"] <= 1.15, r
     assert out["within_goal"] is True
     assert 0 < out["params"]["task_overhead_s"] < out["params"]["trigger_s"]
+
+
+@pytest.mark.parametrize("path", [SHARP, SPIKE])
+def test_calibrated_simulator_follows_kingman_on_sharp_steps(path):
+    """Issue 14's 5 points on 4x and 8x rate steps (runs 27 and 31): Kingman 0.0 and +4.3 points, its
+    executor-seconds within 10 %. Not asserted: threshold on run 31 (+20.9 points), whose real run scaled
+    1 -> 2 on the backlog trend of the job's start-up batches and then 2 -> 1 at the 8x step (docs/benchmarks.md)."""
+    out = run_calibration(load_report(path), seed=0, seeds=5)
+    (k,) = [r for r in out["results"] if r["policy"] == "kingman"]
+    assert abs(k["gap_points"]) <= 5.0, k
+    assert 0.9 <= k["exec_seconds_ratio"] <= 1.1, k
+    static = [r for r in out["results"] if r["policy"].startswith("static-")]
+    assert all(r["gap_points"] == 0.0 for r in static)
 
 
 def _util_target_scale_ins_at_8000(params, report) -> list:
