@@ -342,20 +342,25 @@ def run_rate(report: dict, run: dict):
 #: Kingman options added after a real run's config was stored (``report["kingman_config"]`` lists every
 #: option of its day), with the value that behaves as the code did before them: a replay of that run
 #: gets these where its config lacks them
-REPLAY_KINGMAN = {"wave_sizing": False, "backlog_projected": False}
-#: the same for the safety options every governed policy has
-REPLAY_SAFETY = {"cooldown_up_after_down": True}
+REPLAY_KINGMAN = {"wave_sizing": False}
+#: the same for the options every governed policy has (reports before 2026-11-26 20:45 UTC stored no
+#: config for threshold and utilization-target: their replay gets these too)
+REPLAY_GOVERNED = {"cooldown_up_after_down": True, "backlog_projected": False}
 
 
 def controller(report: dict, run: dict, params: SimParams, replay: bool = False):
-    """The simulated policy of ``run``; ``replay``: the report's Kingman config is the real run's own (options
-    it lacks behave as before they existed, :data:`REPLAY_KINGMAN`, :data:`REPLAY_SAFETY`), not overrides of today's defaults."""
+    """The simulated policy of ``run`` with its config in the report (``policy_configs``, else
+    ``kingman_config`` for Kingman); ``replay``: that config is the real run's own (options it lacks behave
+    as before they existed, :data:`REPLAY_KINGMAN`, :data:`REPLAY_GOVERNED`), not overrides of today's
+    defaults."""
     name = run["policy"]
     if name.startswith("static-"):
         return static(lambda p, mean: int(name[7:]))(params, 0.0)
-    config = (report.get("kingman_config") or {}) if name == "kingman" else {}
+    config = (report.get("policy_configs") or {}).get(name)
+    if config is None:
+        config = (report.get("kingman_config") or {}) if name == "kingman" else {}
     if replay:
-        config = {**REPLAY_SAFETY, **(REPLAY_KINGMAN if name == "kingman" else {}), **config}
+        config = {**REPLAY_GOVERNED, **(REPLAY_KINGMAN if name == "kingman" else {}), **config}
     ctrl = governed(name, config)(params, 0.0)
     return replace(ctrl, initial_executors=start_executors(run, params))
 

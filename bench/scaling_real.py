@@ -140,12 +140,12 @@ def policy_config(policy: str, trigger_s: float, max_executors: int, extra: Opti
     return {**raw, **(extra or {})}
 
 
-def full_kingman_config(extra: Optional[dict] = None) -> dict:
-    """Every Kingman option the run used (today's defaults, then ``extra``), without those ``policy_config``
-    sets from the run's own parameters: what a later ``bench scaling --calibrate`` replays."""
-    from spark_governor.policies.kingman import KingmanConfig
+def full_config(policy: str, extra: Optional[dict] = None) -> dict:
+    """Every option of ``policy``'s config the run used (today's defaults, then ``extra``), without those
+    ``policy_config`` sets from the run's own parameters: what a later ``bench scaling --calibrate`` replays."""
+    from spark_governor.policies.registry import get_policy
 
-    cfg = KingmanConfig(**{**(extra or {})}).model_dump(mode="json")
+    cfg = get_policy(policy).Config(**(extra or {})).model_dump(mode="json")
     return {k: v for k, v in cfg.items() if k not in ("trigger_interval_s", "min_value", "max_value")}
 
 
@@ -243,7 +243,9 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
             "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
-            "static_executors": static_executors, "kingman_config": full_kingman_config(kingman_config),
+            "static_executors": static_executors, "kingman_config": full_config("kingman", kingman_config),
+            "policy_configs": {p: full_config(p, kingman_config if p == "kingman" else None)
+                               for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
             "surge_ratio": settings.surge_ratio or None,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -92,8 +92,8 @@ def run_whatif(report: dict, staircases=STAIRCASES, variants: dict[str, dict] | 
             what["levels"], what["level_s"] = list(levels), level_s
             policy = cfg.get("policy", "kingman")
             # a variant is overrides of the policy's *current* defaults, not of the config the real run
-            # had (``report["kingman_config"]`` says what ran there; ``{}`` is today's default)
-            what["kingman_config"] = {k: v for k, v in cfg.items() if k != "policy"}
+            # had (``report["policy_configs"]`` says what ran there; ``{}`` is today's default)
+            what["policy_configs"] = {policy: {k: v for k, v in cfg.items() if k != "policy"}}
             run = {"policy": policy, "initial_executors": 1}
             sim = simulate_run(what, run, params, list(range(seed, seed + seeds)))
             rows.append({"levels": list(levels), "level_s": level_s, "variant": name, "config": cfg,

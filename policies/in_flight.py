@@ -12,13 +12,19 @@ utilization-target) asks :func:`pressure` first and, when it answers, scales out
   age / bound: the work is at least that many times what the bound allows);
 * **backlog growing**: the backlog right after each completed batch grows by at least
   ``min_growth`` seconds of work per second (``factor`` = 1 + growth: the load exceeds what the
-  job processes by that fraction). With a ``horizon_s`` (Kingman's) and a latency bound, only when
-  the growth would carry the latency past the bound within the horizon (:func:`projected_latency_s`):
-  a record waits behind the backlog, so a backlog growing by g seconds of work per second makes
-  the latency grow by about g per second. Measured on the standalone cluster (2026-11-26, runs
+  job processes by that fraction). With a ``horizon_s`` (:func:`horizon_s`: the provisioning delay
+  and a batch period), only when the growth would carry the latency past the latency bound
+  (:func:`projected_latency_s`) or the batch processing time past the policy's own batch threshold
+  (:func:`projected_batch_s`) within the horizon: a record waits behind the backlog, so a backlog
+  growing by g seconds of work per second makes the latency grow by about g per second, and the
+  work waiting lands in the next batch. The backlog trend is a least-squares fit over a few batches
+  (``aggregators.liveness``), whose troughs move with each batch's duration: a growth of 0.05–0.07
+  is within the noise of three or four batches. Measured on the standalone cluster (2026-11-26, runs
   17–24): growths of 0.06–0.07 s/s, at mean latencies of 6–7 s against a 14 s bound, doubled the
   executors (whole task waves) where the plan kept the bound — about 0.1× static of the
   executor-seconds of a run; one came 1–2 s after the policy was enabled, from the start-up batches.
+Threshold's, 3.7 s after the policy was enabled on run 31, then made it scale 2 → 1 during an 8x step
+(0.522 of the spans).
 
 Never for an idle query (its last trigger found no new data: nothing is in flight) or a
 terminated one, and not before the job's first completed batch (the first batch of a run starts
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from spark_governor.policies.base import JobView
+from spark_governor.policies.cluster_inputs import cluster_of
 
 
 @dataclass(frozen=True)
@@ -111,12 +118,51 @@ def projected_latency_s(view: JobView, growth: float, horizon_s: float) -> float
     return max(known, default=0.0) + growth * horizon_s
 
 
+def _mean_processing_s(view: JobView) -> Optional[float]:
+    """Mean processing time (s) of the window's completed batches, else of the latest one; None
+    without batches."""
+    since = view.now_ms - int(view.window_s * 1000)
+    recent = [b.processing_s for b in view.batches if b.trigger_ms >= since] or [b.processing_s for b in view.batches[-1:]]
+    return sum(recent) / len(recent) if recent else None
+
+
+def projected_batch_s(view: JobView, growth: float, horizon_s: float) -> float:
+    """The batch processing time (s) expected ``horizon_s`` seconds from now when the backlog grows by
+    ``growth`` seconds of work per second: the larger of the mean processing time of the window's
+    completed batches and the running batch's age, plus ``growth × horizon_s`` (the work that waits
+    then lands in a batch)."""
+    known = [x for x in (_mean_processing_s(view), view.live.running_batch_age_s if view.live else None)
+             if x is not None]
+    return max(known, default=0.0) + growth * horizon_s
+
+
+def horizon_s(view: JobView, delay_s: Optional[float], period_s: Optional[float] = None,
+              trigger: Optional[float] = None) -> float:
+    """How far ahead (s) a growing backlog is projected: the provisioning delay ``delay_s`` (else two
+    batch periods) plus one batch period, when the next evaluation looks again; the batch period is
+    ``period_s``, else max(trigger interval — ``trigger`` or the query's —, mean processing time of
+    the window's batches)."""
+    if period_s is None:
+        period_s = max(trigger_s(view, trigger) or 0.0, _mean_processing_s(view) or 0.0)
+    return (delay_s if delay_s is not None else 2 * period_s) + period_s
+
+
+def measured_horizon_s(view: JobView, trigger: Optional[float] = None) -> float:
+    """:func:`horizon_s` with the job's measured provisioning delay (``policies.cluster_inputs``),
+    else two batch periods (threshold's and utilization-target's horizon; ``trigger``: a configured
+    trigger interval, s)."""
+    cluster = cluster_of(view)
+    return horizon_s(view, cluster.provisioning_delay_s if cluster is not None else None, trigger=trigger)
+
+
 def pressure(view: JobView, bound: Optional[float], min_growth: float = 0.05, knob: str = "executors",
              settle_s: float = SETTLE_S, batch_bound: Optional[float] = None,
-             horizon_s: Optional[float] = None) -> Optional[Pressure]:
+             horizon_s: Optional[float] = None, growth_batch_bound: Optional[float] = None) -> Optional[Pressure]:
     """:class:`Pressure` to scale out now, or None (module docstring); ``bound`` is the latency
-    bound, ``batch_bound`` the batch bound, ``horizon_s`` how far a growing backlog is projected
-    against ``bound`` (None: any growth of ``min_growth`` presses), all in seconds."""
+    bound, ``batch_bound`` the batch bound, all in seconds. ``horizon_s``: a growing backlog presses
+    only when projected that far it carries the latency past ``bound`` (:func:`projected_latency_s`)
+    or the batch processing time past ``growth_batch_bound`` (:func:`projected_batch_s`); None, or
+    neither bound given: any growth of ``min_growth`` presses."""
     live = view.live
     if live is None or live.status in ("idle", "terminated") or not view.batches:
         return None
@@ -151,10 +197,16 @@ def pressure(view: JobView, bound: Optional[float], min_growth: float = 0.05, kn
                         {**inputs, "judged_age_s": judged(max(a for a in (age, run) if a is not None))})
     if (since_change is None or since_change >= settle_s) and live.backlog_growing(min_growth):
         g = live.backlog_growth_ratio()
-        if horizon_s is not None and bound:
-            projected = projected_latency_s(view, g, horizon_s)
-            inputs = {**inputs, "projected_latency_s": projected, "horizon_s": horizon_s}
-            if projected <= bound:
+        if horizon_s is not None and (bound or growth_batch_bound):
+            inputs = {**inputs, "horizon_s": horizon_s}
+            over = False
+            if bound:
+                inputs["projected_latency_s"] = projected_latency_s(view, g, horizon_s)
+                over = inputs["projected_latency_s"] > bound
+            if growth_batch_bound:
+                inputs["projected_batch_s"] = projected_batch_s(view, g, horizon_s)
+                over = over or inputs["projected_batch_s"] > growth_batch_bound
+            if not over:
                 return None
         return Pressure("backlog", f"backlog growing by {g:.2f} s of work per second "
                                    f"({live.backlog_rows or 0:.0f} rows waiting)", 1.0 + g,

@@ -277,9 +277,8 @@ def backlog_horizon_s(view: JobView, cfg: KingmanConfig) -> Optional[float]:
     is left to later evaluations, which see it again with its latency. None: off."""
     if not cfg.backlog_projected:
         return None
-    period = 2 * trigger_wait_s(view, cfg)
     delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
-    return (delay if delay is not None else 2 * period) + period
+    return in_flight.horizon_s(view, delay, 2 * trigger_wait_s(view, cfg))
 
 
 def register_delay_s(cluster: Optional[ClusterInputs], cfg: KingmanConfig) -> Optional[float]:

@@ -93,6 +93,11 @@ class ThresholdConfig(SafetyConfig):
                                               "without waiting for it to complete")
     backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
                                                                 "per second is scaled out (with in_flight)")
+    backlog_projected: bool = Field(False, description="A growing backlog is scaled out only when, projected over "
+                                                       "the provisioning delay and a batch period, it would carry "
+                                                       "the batch time past scale_up_ratio × the trigger interval (policies.in_flight); false (default): any growth of "
+                                                       "backlog_growth_ratio, which kept more spans of a 4x step in "
+                                                       "the calibrated simulator (Kingman's default is true)")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -158,7 +163,9 @@ class ThresholdPolicy(Policy):
         # scaling interval (and past the ratio's threshold) is the evidence it waits for in vain
         batch_bound = in_flight.batch_bound_s(interval, cfg.scale_up_ratio)
         p = in_flight.pressure(view, None, cfg.backlog_growth_ratio,
-                               batch_bound=max(batch_bound, cfg.scaling_interval_s) if batch_bound else None)
+                               batch_bound=max(batch_bound, cfg.scaling_interval_s) if batch_bound else None,
+                               horizon_s=in_flight.measured_horizon_s(view, interval) if cfg.backlog_projected else None,
+                               growth_batch_bound=batch_bound)
         if p is None:
             return None
         run, since = view.live.running_batch_age_s, p.inputs["since_decision_s"]
