@@ -281,3 +281,23 @@ def test_registration_delays_pair_executors_with_requests_first_in_first_out():
     assert run["cluster"]["provisioning"]["register_s"]["median"] < 7
     quiet = [x for r in load_report(QUIET)["results"] for x in registration_delays(r)]
     assert len(quiet) == 8 and 1.0 < min(quiet) and max(quiet) < 3.5  # ExecutorAdded medians 2.1–2.4 s
+
+
+def test_a_replay_uses_each_policys_stored_config_and_the_old_rules_where_a_report_has_none():
+    """``bench scaling-real`` stores every option of every governed policy (``policy_configs``); a replay
+    uses it, and fills what older reports lack with the rules of their day (no projected backlog, the
+    cool-down after any change also after a scale-down)."""
+    from spark_governor.bench.scaling_calibrate import controller, sim_params, cluster_params
+    from spark_governor.bench.scaling_real import full_config
+
+    stored = full_config("threshold", None)
+    assert stored["backlog_projected"] is False and "min_value" not in stored and "trigger_interval_s" not in stored
+    assert full_config("kingman", {"spare_when": "blind"})["spare_when"] == "blind"
+    report = load_report(SPIKE)
+    params, _ = sim_params(report, cluster_params(report))
+    run = next(x for x in report["results"] if x["policy"] == "threshold")
+    old = controller(report, run, params, replay=True).config
+    assert old.backlog_projected is False and old.cooldown_up_after_down is True
+    newer = {**report, "policy_configs": {"threshold": full_config("threshold", {"backlog_projected": True})}}
+    cfg = controller(newer, run, params, replay=True).config
+    assert cfg.backlog_projected is True and cfg.cooldown_up_after_down is False
