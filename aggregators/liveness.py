@@ -15,7 +15,7 @@ a row of ``query_states`` (pruned by retention). From them, at any time ``now``:
   completed batches with rows, i.e. rows per second of batch processing);
 * **backlog growth** (rows/s): least-squares slope of the backlog right after each completed
   batch (the smallest backlog seen while that batch was the latest completed one) over the
-  window; right after a batch the backlog holds only what arrived while it ran, so the slope is
+  window, a query run's first batch left out; right after a batch the backlog holds only what arrived while it ran, so the slope is
   not fooled by the saw-tooth within a batch and rises only when the job falls behind;
 * a query whose latest state says ``idle`` (its last trigger found no new data) has neither age
   nor backlog, and neither has a terminated one: an idle query is not a stuck one.
@@ -36,7 +36,7 @@ import time
 from collections import defaultdict
 from typing import Any, Optional
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.models import batches, query_states
@@ -126,12 +126,28 @@ def slope(points: list[tuple[float, float]]) -> Optional[float]:
     return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
-def troughs(states: list) -> list[tuple[float, float]]:
+def first_batches(conn: Connection, job_id: int, run_ids) -> dict[str, int]:
+    """The first micro-batch id stored for each of the query runs ``run_ids`` (one indexed read)."""
+    run_ids = sorted({r for r in run_ids if r is not None})
+    if not run_ids:
+        return {}
+    rows = conn.execute(select(batches.c.run_id, func.min(batches.c.batch_id)).where(
+        batches.c.job_id == job_id, batches.c.run_id.in_(run_ids)).group_by(batches.c.run_id)).all()
+    return {r[0]: r[1] for r in rows}
+
+
+def troughs(states: list, first: Optional[dict] = None) -> list[tuple[float, float]]:
     """``(observed s, backlog rows)`` right after each completed batch: the smallest backlog of the
-    states that name the same latest completed batch (one query's states, oldest first)."""
+    states that name the same latest completed batch (one query's states, oldest first). Not after the
+    first batch of a query run (``first``: run id → its first batch id, :func:`first_batches`): a new
+    run's first batch starts with nothing waiting, or with all that waited while the query was down,
+    so its trough says nothing of the trend (on the standalone cluster a fresh run's 0 followed by
+    ~6 000 rows read as a growing backlog and scaled a job out 3.7 s after its policy was enabled)."""
     best: dict = {}
     for r in states:
         if r["backlog_rows"] is None or r["last_batch_id"] is None or r["status"] in ("idle", "terminated"):
+            continue
+        if first and first.get(r["run_id"]) == r["last_batch_id"]:
             continue
         key = (r["run_id"], r["last_batch_id"])
         if key not in best or r["backlog_rows"] < best[key][1]:
@@ -194,9 +210,10 @@ def live(conn: Connection, job_id: int, now_ms: Optional[int] = None, window_s: 
     by_query: dict[str, list] = defaultdict(list)
     for r in _states(conn, job_id, now_ms - int(trend_s * 1000)):
         by_query[r["query_id"]].append(r)
+    first = first_batches(conn, job_id, (r["run_id"] for rs in by_query.values() for r in rs))
     for q in queries:  # each query's backlog trend (None when idle, terminated or too few batches)
         q["backlog_growth_rows_per_second"] = (None if q["status"] in ("idle", "terminated")
-                                               else slope(troughs(by_query.get(q["query_id"], []))))
+                                               else slope(troughs(by_query.get(q["query_id"], []), first)))
     growth = [q["backlog_growth_rows_per_second"] for q in queries if q["backlog_growth_rows_per_second"] is not None]
     running = [q for q in queries if q["running_batch_age_s"] is not None]
     oldest = max((q for q in queries if q["oldest_record_age_s"] is not None),

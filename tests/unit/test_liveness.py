@@ -237,3 +237,21 @@ def test_stage_sequence_constraints_are_not_judged_in_flight(engine):
         c = constraints.find(conn, feed.job_id(), "stages")
     with engine.connect() as conn:
         assert constraints.measure(conn, JOB, feed.job_id(), c, T0 + 18_000)["spans"] == []
+
+
+def test_a_runs_first_batch_does_not_count_in_the_backlog_trend(engine):
+    """A fresh query run: its first batch (id 0) found nothing waiting, the next ones ~6 000 rows each,
+    flat. Counted, the 0 made a growth of several hundred rows per second (the run-31 threshold scaled out
+    on it 3.7 s after its policy was enabled); left out, the trend is flat."""
+    feed = Feed(engine)
+    feed.send(batches=[batch(b, T0 + b * 1000) for b in range(4)])
+    for b, rows in zip(range(4), (0, 6000, 6000, 6000)):
+        for k in range(3):
+            feed.send(queries=[state(T0 + b * 1000 + k * 300, "waiting", last=b, backlog=rows + 300 * k)])
+    with engine.connect() as conn:
+        live = liveness.live_stats(conn, feed.job_id(), T0 + 4_000, 30)
+        assert liveness.first_batches(conn, feed.job_id(), [RUN, "other"]) == {RUN: 0}
+    assert live.backlog_growth_rows_per_second == pytest.approx(0.0, abs=1e-9)
+    states = [{"run_id": RUN, "last_batch_id": b, "backlog_rows": rows, "status": "waiting", "observed_ms": T0 + b * 1000}
+              for b, rows in zip(range(4), (0, 6000, 6000, 6000))]
+    assert liveness.slope(liveness.troughs(states)) > 1000  # what the trend read with the first batch
