@@ -119,6 +119,11 @@ from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
 
 
+def _p_maxes(plan: dict) -> list[int]:
+    """The task count (p_max) of every stage of a plan's constraints (``KingmanPolicy.plan``)."""
+    return [m.p_max for models, _ in plan["models"].values() for m in models]
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
 
@@ -666,8 +671,7 @@ class KingmanPolicy(Policy):
         if not spare or not cfg.wave_sizing:
             return spare
         spe = plan["slots_per_executor"]
-        p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
-        return max(0, math.ceil(same_waves_slots(p_maxes, (target + spare) * spe) / spe) - target)
+        return max(0, math.ceil(same_waves_slots(_p_maxes(plan), (target + spare) * spe) / spe) - target)
 
     def _spare_base(self, plan: dict, target: int, spare: int, cfg: KingmanConfig) -> int:
         """The size a scale-down to ``target`` keeps ``spare`` executors beyond: the largest whose spare,
@@ -728,7 +732,7 @@ class KingmanPolicy(Policy):
                 wanted = max(wanted, now["executors"])
         if cfg.wave_sizing and plan is not None:  # the pressure's size in whole waves (queueing.wave_slots)
             spe = plan["slots_per_executor"]
-            wanted = math.ceil(wave_slots([m.p_max for models, _ in plan["models"].values() for m in models],
+            wanted = math.ceil(wave_slots(_p_maxes(plan),
                                           wanted * spe) / spe)
         new = int(within_bounds(wanted, cfg))
         if new <= current:
@@ -786,7 +790,7 @@ class KingmanPolicy(Policy):
         if spare and not self._spare_pays(view, config, delay,
                                           register_delay_s(cluster, config) if config.cluster_model else None):
             spare = 0  # a flat or falling rate, new executors quick: no spare (released by the lazy scale-down)
-        useful = math.ceil(max(m.p_max for models, _ in plan["models"].values() for m in models)
+        useful = math.ceil(max(_p_maxes(plan))
                            / plan["slots_per_executor"])
         wanted = spare
         spare = self._wave_spare(plan, target, max(0, min(spare, useful - target)), config)
@@ -824,8 +828,7 @@ class KingmanPolicy(Policy):
             target = current - 1  # scale-downs one by one (thesis §4.6.4)
             if config.wave_sizing:  # one wave at a time: the fewest executors that run the waves of current − 1
                 spe = plan["slots_per_executor"]
-                p_maxes = [m.p_max for models, _ in plan["models"].values() for m in models]
-                target = max(1, math.ceil(same_waves_slots(p_maxes, target * spe) / spe))
+                target = max(1, math.ceil(same_waves_slots(_p_maxes(plan), target * spe) / spe))
             peak = peak_load(view, config, config.scale_down_delay_s) if config.scale_down_delay_s else 1.0
             # the spare is kept beyond a size that is safe with margin, not beyond the plan of the moment:
             # near a size boundary the plan flips between evaluations (measured on the standalone cluster:
