@@ -45,6 +45,10 @@ from spark_governor.policies.wire import Report
 
 #: a query state older than this (ms) is not current
 LIVE_STALE_MS = 30_000
+#: a driver clock this far (ms) behind the control plane's still has its probed rates read every second
+#: (:func:`probed_arrival_rates` reads the states by the ``(job_id, observed_ms)`` index, observed on the
+#: driver's clock, and keeps those received recently on the control plane's)
+CLOCK_SKEW_MS = 600_000
 #: the backlog trend looks back at least this far (s)
 MIN_TREND_WINDOW_S = 30.0
 #: batches that give a query's processing rate: its latest ones with rows, within this lookback
@@ -284,12 +288,15 @@ def probed_arrival_rates(conn: Connection, job_ids: list[int], now_ms: int, max_
     """Per job of ``job_ids``: the arrival rate (rows per second) its reporters' latest query states
     (received within ``max_age_ms``) read from *probed* sources (``collectors.source_probe``), summed
     over its running or waiting queries; a job with a query whose rate is not probed is left out (its
-    live rate shows a step only once a batch completes)."""
+    live rate shows a step only once a batch completes). Drivers whose clock is more than
+    ``CLOCK_SKEW_MS`` behind are left out (read through the index, not the job's whole history)."""
     if not job_ids:
         return {}
     rows = conn.execute(select(query_states.c.job_id, query_states.c.query_id, query_states.c.status,
                                query_states.c.arrival_rows_per_second, query_states.c.sources)
-                        .where(query_states.c.job_id.in_(job_ids), query_states.c.received_ms >= now_ms - max_age_ms)
+                        .where(query_states.c.job_id.in_(job_ids), query_states.c.received_ms >= now_ms - max_age_ms,
+                               # the index's range (job, observed): driver clocks within CLOCK_SKEW_MS of ours
+                               query_states.c.observed_ms >= now_ms - max_age_ms - CLOCK_SKEW_MS)
                         .order_by(query_states.c.observed_ms, query_states.c.id)).all()
     latest: dict[tuple[int, str], Any] = {}
     for r in rows:
