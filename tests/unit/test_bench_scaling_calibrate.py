@@ -31,6 +31,8 @@ PROBED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11
 # (run 27); 2k,16k,2k x 60 s, all four policies (run 31)
 SHARP = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2004.json"
 SPIKE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2026.json"
+# 2026-11-26 21:08, quiet, the default staircase, all four policies with every policy's config stored (run 32)
+NIGHT = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2108.json"
 
 
 def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parameters(tmp_path):
@@ -137,7 +139,7 @@ def test_a_policy_run_is_simulated_from_the_executors_it_had_at_t0():
     assert start_executors({"timeline": [[0.4, 3], [1.4, 2]]}, params) == 3
 
 
-@pytest.mark.parametrize("path", [QUIET, PROBED])
+@pytest.mark.parametrize("path", [QUIET, PROBED, NIGHT])
 def test_calibrated_simulator_is_within_5_points_of_the_real_run_for_every_policy(path):
     """Issue 14: "the gap between simulated and real attainment is at most 5 points" — one model for every
     policy of a quiet real run (no per-policy factor), each simulated with 5 seeds; also the run whose
