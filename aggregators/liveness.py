@@ -15,8 +15,9 @@ a row of ``query_states`` (pruned by retention). From them, at any time ``now``:
   completed batches with rows, i.e. rows per second of batch processing);
 * **backlog growth** (rows/s): least-squares slope of the backlog right after each completed
   batch (the smallest backlog seen while that batch was the latest completed one) over the
-  window, a query run's first batch left out; right after a batch the backlog holds only what arrived while it ran, so the slope is
-  not fooled by the saw-tooth within a batch and rises only when the job falls behind;
+  window, a query run's first batch left out; right after a batch the backlog holds only what
+  arrived while it ran, so the slope is not fooled by the saw-tooth within a batch and rises only
+  when the job falls behind;
 * a query whose latest state says ``idle`` (its last trigger found no new data) has neither age
   nor backlog, and neither has a terminated one: an idle query is not a stuck one.
 

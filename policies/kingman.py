@@ -60,7 +60,8 @@ oldest unprocessed record is older than the tightest whole-query constraint's bo
 the job is a bottleneck now and gets Eq. 4.12's at-least-double at once — without waiting for the
 batch, a latency measurement or warm-up; a backlog growing by ``backlog_growth_ratio`` seconds of
 work per second scales out by that factor when it would carry the latency past the bound within
-the provisioning delay and a batch period (``backlog_projected``, :func:`backlog_horizon_s`). The plan's own size is taken when larger. Never for an
+the provisioning delay and a batch period (``backlog_projected``, :func:`backlog_horizon_s`). The
+plan's own size is taken when larger. Never for an
 idle query, and never a scale-down while it presses.
 
 **The cluster the job runs on** (``cluster_model``, on by default; issue #14): the view carries the

@@ -30,9 +30,9 @@ class SafetyConfig(PolicyConfig):
     max_value: Optional[float] = Field(None, description="Upper bound of the knob's value")
     max_step: Optional[float] = Field(None, gt=0, description="Largest change per decision")
     cooldown_intervals_after_up: int = Field(3, ge=0, description="No scale-down within this many evaluation intervals after a scale-up")
-    cooldown_intervals_after_any: int = Field(1, ge=0, description="No change within this many evaluation intervals after any change "
-                                                                  "(a scale-up right after a scale-down only with "
-                                                                  "cooldown_up_after_down)")
+    cooldown_intervals_after_any: int = Field(1, ge=0, description="No change within this many evaluation intervals "
+                                                                  "after any change (a scale-up right after a "
+                                                                  "scale-down only with cooldown_up_after_down)")
     cooldown_up_after_down: bool = Field(False, description="Whether cooldown_intervals_after_any also holds a scale-up "
                                                             "right after a scale-down (false: a scale-up is never held "
                                                             "for a scale-down's sake)")

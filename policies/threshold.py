@@ -95,7 +95,8 @@ class ThresholdConfig(SafetyConfig):
                                                                 "per second is scaled out (with in_flight)")
     backlog_projected: bool = Field(False, description="A growing backlog is scaled out only when, projected over "
                                                        "the provisioning delay and a batch period, it would carry "
-                                                       "the batch time past scale_up_ratio × the trigger interval (policies.in_flight); false (default): any growth of "
+                                                       "the batch time past scale_up_ratio × the trigger interval "
+                                                       "(policies.in_flight); false (default): any growth of "
                                                        "backlog_growth_ratio, which kept more spans of a 4x step in "
                                                        "the calibrated simulator (Kingman's default is true)")
 
@@ -164,7 +165,8 @@ class ThresholdPolicy(Policy):
         batch_bound = in_flight.batch_bound_s(interval, cfg.scale_up_ratio)
         p = in_flight.pressure(view, None, cfg.backlog_growth_ratio,
                                batch_bound=max(batch_bound, cfg.scaling_interval_s) if batch_bound else None,
-                               horizon_s=in_flight.measured_horizon_s(view, interval) if cfg.backlog_projected else None,
+                               horizon_s=(in_flight.measured_horizon_s(view, interval)
+                                          if cfg.backlog_projected else None),
                                growth_batch_bound=batch_bound)
         if p is None:
             return None

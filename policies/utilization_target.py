@@ -82,7 +82,9 @@ class UtilizationTargetConfig(SafetyConfig):
                                                                 "per second is scaled out (with in_flight)")
     backlog_projected: bool = Field(False, description="A growing backlog is scaled out only when, projected over "
                                                        "the provisioning delay and a batch period, it would carry "
-                                                       "the latency past a whole-query constraint's bound or the batch time past utilization_max × the trigger interval (policies.in_flight); false (default): any growth of "
+                                                       "the latency past a whole-query constraint's bound or the batch "
+                                                       "time past utilization_max × the trigger interval "
+                                                       "(policies.in_flight); false (default): any growth of "
                                                        "backlog_growth_ratio, which kept more spans of a 4x step in "
                                                        "the calibrated simulator (Kingman's default is true)")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval for in_flight; unset: "
@@ -179,7 +181,8 @@ class UtilizationTargetPolicy(Policy):
         batch_bound = in_flight.batch_bound_s(interval, cfg.upper)
         p = in_flight.pressure(view, in_flight.bound_s(view), cfg.backlog_growth_ratio,
                                batch_bound=max(batch_bound, view.window_s) if batch_bound else None,
-                               horizon_s=in_flight.measured_horizon_s(view, interval) if cfg.backlog_projected else None,
+                               horizon_s=(in_flight.measured_horizon_s(view, interval)
+                                          if cfg.backlog_projected else None),
                                growth_batch_bound=batch_bound)
         if p is None:
             return None
