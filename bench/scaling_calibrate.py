@@ -380,9 +380,22 @@ def registered_seconds(res: SimResult) -> float:
     return sum(reg * (end - t) for (t, reg, _), end in zip(res.timeline, ends))
 
 
+def trigger_phase(report: dict, run: dict) -> float:
+    """The run's trigger phase, seconds (its first batch's trigger time modulo the interval) when its
+    source offered rows on the schedule (``report["source_arrivals"] == "schedule"``); else 0. The
+    source before 2026-11-27 offered a step from its previous call, a trigger early; with the real
+    phase and the schedule's arrivals the simulator would meet those steps late, so their replay keeps
+    the phase at 0 (as they were calibrated)."""
+    points = run.get("batch_points") or []
+    if report.get("source_arrivals") != "schedule" or not points:
+        return 0.0
+    return float(points[0][0]) % float(report["trigger_s"])
+
+
 def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], replay: bool = False) -> dict:
-    """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`)."""
+    """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`), at the run's trigger phase."""
     rate, duration = run_rate(report, run)
+    params = replace(params, trigger_phase_s=trigger_phase(report, run))
     window_s = float(report.get("oscillation_window_s") or 12 * params.eval_interval_s)
     per = []
     for seed in seeds:

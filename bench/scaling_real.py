@@ -149,6 +149,17 @@ def full_config(policy: str, extra: Optional[dict] = None) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("trigger_interval_s", "min_value", "max_value")}
 
 
+def align_to_trigger(trigger_s: float) -> float:
+    """Sleep until the next trigger boundary and return it (epoch s). Spark's processing-time trigger fires
+    at multiples of its interval since the epoch (``ProcessingTimeExecutor.nextBatchTime``) while batches
+    are on time, so a staircase started there meets every policy's job at the same trigger phase (0, as
+    the simulator's boundaries): a step just after a trigger waits a whole interval longer than one just
+    before it, which decided a 4× spike's first spans for one policy and not another when t0 fell at
+    random (runs up to 34)."""
+    time.sleep(trigger_s - time.time() % trigger_s)
+    return time.time()
+
+
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             kingman_config: Optional[dict] = None, source_probe: bool = True,
@@ -170,7 +181,7 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
         if policy in GOVERNED:  # from now on: every policy starts the staircase from the same executors
             config = policy_config(policy, trigger_s, max_executors, kingman_config if policy == "kingman" else None)
             _put(f"{plane.url}/api/v1/jobs/{job}/policies/{policy}?register=true", {"mode": "act", "config": config})
-        t0 = time.time()
+        t0 = align_to_trigger(trigger_s)
         switches = []
         for level in levels:
             driver.rate(level)
@@ -247,8 +258,15 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "policy_configs": {p: full_config(p, kingman_config if p == "kingman" else None)
                                for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
-            "surge_ratio": settings.surge_ratio or None,
+            "surge_ratio": settings.surge_ratio or None, "source_arrivals": SOURCE_ARRIVALS,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+#: how the job's source offers rows against the rate schedule (``collectors.sources.rate_file``): "schedule",
+#: a step counts from the rate file's write. Reports without the key ran the source before 2026-11-27, which
+#: counted a step from its previous call, a trigger early (``bench.scaling_calibrate`` replays those with
+#: the trigger at phase 0, as they were calibrated)
+SOURCE_ARRIVALS = "schedule"
 
 
 def _f(x, spec: str) -> str:

@@ -9,7 +9,8 @@ Model (kept simple on purpose):
 * Arrivals: ``rate(t)`` rows/s (a vectorised callable of seconds). Rows arrived by t,
   A(t) = ∫₀ᵗ rate, integrated by the trapezoid rule on a 10 ms grid (exact for a constant rate).
 * Trigger (``processingTime``, Spark's ``ProcessingTimeExecutor``): boundaries are multiples of
-  the trigger interval T. A trigger that started at s and finished at e is followed by one at
+  the trigger interval T, shifted by ``trigger_phase_s`` (0 by default; a real run's first trigger
+  falls anywhere in its first interval). A trigger that started at s and finished at e is followed by one at
   max(e, ⌊s/T⌋·T + T): at the next boundary when on time, at once when it overran. A trigger
   finding no new rows runs no batch (Spark constructs none without new offsets) and takes no time.
 * A batch started at s holds the rows that arrived in (cut, s], cut being the start of the
@@ -134,7 +135,9 @@ class Simulation:
         self._cum = np.concatenate([[0.0], np.cumsum((r[1:] + r[:-1]) / 2 * GRID_MS / 1000.0)])
         self.rng = np.random.default_rng(seed)
         self._up_rng = np.random.default_rng([seed, 1])  # provisioning draws (SimParams.up_delays_s)
-        self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms)
+        # the trigger's phase (SimParams.trigger_phase_s): boundaries at phase + k·T
+        self.phase = round(params.trigger_phase_s * 1000) % self.T
+        self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms, next_start=self.phase)
         # the control plane's surge watch (api.surge_watch): a probed rate step evaluates at once
         self._surges = SurgeBaselines(params.surge_ratio) if params.live_probe and params.surge_ratio else None
         self._next_surge = SURGE_CHECK_MS
@@ -197,7 +200,7 @@ class Simulation:
     # -- batches ----------------------------------------------------------------------------
     def _start_batch(self, t: int) -> None:
         rows = self.arrived(t) - self.arrived(self.s.cut)
-        boundary = (t // self.T) * self.T + self.T
+        boundary = ((t - self.phase) // self.T) * self.T + self.T + self.phase
         if rows <= 0:
             self.s.next_start = boundary
             return

@@ -34,6 +34,11 @@ class SimParams:
     """Job, cluster and control-plane constants (seconds, rows, core-seconds per row)."""
 
     trigger_s: float = 4.0
+    # The trigger's phase, seconds: boundaries at trigger_phase_s + k × trigger_s (the first batch
+    # holds the rows since t = 0). A real run's trigger falls anywhere in its first interval, and a step
+    # just after a boundary waits a whole interval longer than one just before it; calibration replays
+    # the real run's phase (``bench.scaling_calibrate``). 0: boundaries at multiples of the interval.
+    trigger_phase_s: float = 0.0
     overhead_s: float = 0.3  # fixed cost of a batch (planning, commit), seconds
     row_cost_s: float = 0.0005  # core-seconds per row: 2 000 rows/s per core
     cores_per_executor: int = 1

@@ -25,6 +25,8 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from spark_governor.collectors.sources.rate_file import ArrivalCurve, read_rate
+
 
 class SourceProbe:
     """A source's row counter outside Spark (subclass and implement :meth:`rows`).
@@ -49,28 +51,26 @@ class SourceProbe:
 class RateFileProbe(SourceProbe):
     """The project's ``zipf``/``zipf-paced`` sources with the option ``rateFile``: rows arrive at the
     rate the file holds (rows per second, re-read at every call; ``rows_per_second`` when the file
-    is missing or unreadable, as the sources do). Integrated as the sources integrate it: the rate
-    read at a call applies since the previous call, so a step is counted from the call that reads it
-    (at most one snapshot, ≤ 1 s, late)."""
+    is missing or unreadable, as the sources do). Integrated as the sources integrate it
+    (``collectors.sources.rate_file``): a new rate counts from when the file was written, clamped into
+    the interval since the previous call, so the probe and the source count the same rows."""
 
     def __init__(self, path: str, rows_per_second: float = 0.0, query: Optional[str] = None,
                  source: Optional[str] = None) -> None:
         super().__init__(query, source)
         self.path, self.default = path, float(rows_per_second)
-        self._last_s: Optional[float] = None
+        self._curve: Optional[ArrivalCurve] = None
         self._rows = 0.0
 
     def rate(self) -> float:
         """The rate the file holds now (rows per second, ≥ 0)."""
-        try:
-            with open(self.path) as f:
-                return max(0.0, float(f.read().strip()))
-        except (OSError, ValueError):
-            return self.default
+        return read_rate(self.path, self.default)[0]
 
     def rows(self, now_s: Optional[float] = None) -> Optional[float]:
         now_s = time.time() if now_s is None else now_s
-        if self._last_s is not None and now_s > self._last_s:
-            self._rows += self.rate() * (now_s - self._last_s)
-        self._last_s = now_s if self._last_s is None else max(self._last_s, now_s)
+        rate, written = read_rate(self.path, self.default)
+        if self._curve is None:
+            self._curve = ArrivalCurve(now_s, 0.0, rate)
+        self._curve.update(now_s, rate, written)
+        self._rows = max(self._rows, self._curve.rows_at(now_s))
         return self._rows

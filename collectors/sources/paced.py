@@ -37,39 +37,10 @@ import time
 from typing import Iterator, Optional
 
 from spark_governor.collectors.sources.pacing import Gate
+from spark_governor.collectors.sources.rate_file import ArrivalCurve, read_rate
 from spark_governor.collectors.sources.zipf import SCHEMA as ZIPF_SCHEMA, row_ranges, zipf_cdf, zipf_record_batch
 
 FILES_SCHEMA = "value string, file string"
-
-
-class ArrivalCurve:
-    """Cumulative rows arrived by time t (s) for a rate re-read at every call: piecewise linear,
-    with a breakpoint wherever a call saw a new rate."""
-
-    def __init__(self, t0_s: float, rows0: float, rate: float) -> None:
-        self.points = [(t0_s, float(rows0), rate)]
-
-    def update(self, now_s: float, rate: float) -> None:
-        t, rows, old = self.points[-1]
-        if rate != old and now_s >= t:
-            self.points.append((now_s, rows + old * (now_s - t), rate))
-            del self.points[:-64]  # boundaries are never older than the last few rate changes
-
-    def rows_at(self, t_s: float) -> float:
-        for t, rows, rate in reversed(self.points):
-            if t <= t_s:
-                return rows + rate * (t_s - t)
-        return self.points[0][1]
-
-
-def _read_rate(path: Optional[str], default: float) -> float:
-    if path:
-        try:
-            with open(path) as f:
-                return max(0.0, float(f.read().strip()))
-        except (OSError, ValueError):
-            pass
-    return default
 
 
 def gate_from_options(options: dict) -> Gate:
@@ -103,7 +74,7 @@ def _source_classes():
             self.curve: Optional[ArrivalCurve] = None
 
         def _begin(self, now: float, rows: int) -> None:
-            self.curve = ArrivalCurve(now, rows, _read_rate(self.rate_file, self.rate))
+            self.curve = ArrivalCurve(now, rows, read_rate(self.rate_file, self.rate)[0])
             self.gate.start(now)
 
         def initialOffset(self) -> dict:
@@ -117,7 +88,7 @@ def _source_classes():
             start_rows = int(start["rows"])
             if self.curve is None:  # resumed from a checkpoint: arrivals restart now
                 self._begin(now, start_rows)
-            self.curve.update(now, _read_rate(self.rate_file, self.rate))
+            self.curve.update(now, *read_rate(self.rate_file, self.rate))
             cut = self.gate.poll()
             if cut is None:
                 return start

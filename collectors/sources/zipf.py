@@ -20,17 +20,20 @@ end offsets' ``t_ms``, so they are deterministic on replay as well.
 The number of rows offered grows with wall-clock time at ``rowsPerSecond`` from the first
 ``latestOffset`` call of a run; ``maxRowsPerBatch`` (option) caps one micro-batch. With the
 option ``rateFile`` (a path holding a number), the rate is re-read at every ``latestOffset``
-call, so a test or a demo can change the input rate of a running query; after a pause (rate 0)
-the rows' event times start when the rows flow again (the end offset's ``from_ms``), not at the
-previous batch's end.
+call, so a test or a demo can change the input rate of a running query; a new rate counts from
+when the file was written (``collectors.sources.rate_file``), not from the previous call; after a
+pause (rate 0) the rows' event times start when the rows flow again (the end offset's
+``from_ms``), not at the previous batch's end.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
+
+from spark_governor.collectors.sources.rate_file import ArrivalCurve, read_rate
 
 BLOCK_ROWS = 4096
 SCHEMA = "key string, value long, event_time timestamp"
@@ -121,35 +124,23 @@ def _source_classes():
             if self.rate <= 0 or self.num_partitions < 1:
                 raise ValueError("zipf source: rowsPerSecond must be > 0 and numPartitions >= 1")
             zipf_cdf(self.keys, self.skew)  # validates keys and skew
-            self._last_t = None
-            self._available = 0.0  # rows offered so far (fractional)
-            self._paused = False  # the rate was 0 at the previous call
+            self.curve: Optional[ArrivalCurve] = None  # rows offered by time t (the rate file's writes)
             self._resumed_ms = None  # when rows started to flow again after a pause
 
         def initialOffset(self) -> dict:
             return {"rows": 0, "t_ms": int(time.time() * 1000)}
 
-        def _current_rate(self) -> float:
-            if self.rate_file:
-                try:
-                    with open(self.rate_file) as f:
-                        return max(0.0, float(f.read().strip()))
-                except (OSError, ValueError):
-                    pass
-            return self.rate
-
         def latestOffset(self, start: dict = None, limit=None) -> dict:
             now = time.time()
             start_rows = int(start["rows"]) if start else 0
-            if self._last_t is None:
-                self._last_t, self._available = now, float(start_rows)
-            rate = self._current_rate()
-            if rate > 0 and self._paused:  # rows flow again, since the previous call
-                self._resumed_ms = int(self._last_t * 1000)
-            self._paused = rate <= 0
-            self._available += rate * (now - self._last_t)
-            self._last_t = now
-            target = int(self._available)
+            rate, written = read_rate(self.rate_file, self.rate)
+            if self.curve is None:
+                self.curve = ArrivalCurve(now, float(start_rows), rate)
+            paused = self.curve.rate <= 0
+            self.curve.update(now, rate, written)
+            if paused and rate > 0:  # rows flow again, since the rate file was written
+                self._resumed_ms = int(self.curve.points[-1][0] * 1000)
+            target = int(self.curve.rows_at(now) + 1e-9)
             if self.max_rows is not None:
                 target = min(target, start_rows + self.max_rows)
             if start is not None and target <= start_rows:

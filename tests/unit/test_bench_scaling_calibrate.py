@@ -303,3 +303,13 @@ def test_a_replay_uses_each_policys_stored_config_and_the_old_rules_where_a_repo
     newer = {**report, "policy_configs": {"threshold": full_config("threshold", {"backlog_projected": True})}}
     cfg = controller(newer, run, params, replay=True).config
     assert cfg.backlog_projected is True and cfg.cooldown_up_after_down is False
+
+
+def test_a_run_whose_source_followed_the_schedule_is_replayed_at_its_trigger_phase():
+    """Reports of the source before 2026-11-27 (no ``source_arrivals``) keep phase 0, as calibrated."""
+    from spark_governor.bench.scaling_calibrate import trigger_phase
+
+    run = {"batch_points": [[13.25, 16000, 1, 2.4], [21.25, 16000, 1, 2.4]]}
+    assert trigger_phase({"trigger_s": 8.0, "source_arrivals": "schedule"}, run) == pytest.approx(5.25)
+    assert trigger_phase({"trigger_s": 8.0}, run) == 0.0
+    assert trigger_phase({"trigger_s": 8.0, "source_arrivals": "schedule"}, {"batch_points": []}) == 0.0

@@ -51,3 +51,14 @@ def test_cli_rejects_bad_input():
     assert r.exit_code != 0 and "magic" in r.output
     r = CliRunner().invoke(main, ["bench", "scaling-real", "--static-executors", "5", "--max-executors", "4"])
     assert r.exit_code != 0 and "--static-executors" in r.output
+
+
+def test_the_staircase_starts_on_a_trigger_boundary():
+    import time
+
+    from spark_governor.bench.scaling_real import align_to_trigger
+
+    for _ in range(2):
+        before = time.time()
+        t0 = align_to_trigger(2.0)
+        assert before < t0 <= before + 2.3 and t0 % 2.0 < 0.25  # Spark's trigger fires at multiples since the epoch

@@ -276,3 +276,23 @@ def test_measured_provisioning_delays_are_drawn_per_scale_out_without_changing_t
         res = simulate(rate, 40.0, step_ctrl(3, 10.0), SimParams(**noisy, up_delays_s=(2.0, 6.0)), seed)
         seen |= {t for t, reg, _ in res.timeline if reg == 3}
     assert seen == {12.0, 16.0}
+
+
+def test_the_trigger_phase_shifts_every_boundary_and_the_rows_each_batch_holds():
+    """Boundaries at phase + k·T: the first batch holds the rows since t = 0, every later one a whole
+    interval; a step lands in the batch whose interval holds it."""
+    def step(t):
+        return np.where(t < 20.0, 500.0, 2000.0)
+
+    base = simulate(step, 60.0, static_ctrl(4), SimParams(**QUIET))
+    shifted = simulate(step, 60.0, static_ctrl(4), SimParams(**QUIET, trigger_phase_s=2.5))
+    assert [b.start_s for b in base.batches][:3] == [4.0, 8.0, 12.0]
+    assert [b.start_s for b in shifted.batches][:3] == [2.5, 6.5, 10.5]
+    assert shifted.batches[0].rows == 1250 and shifted.batches[1].rows == 2000
+    # (18.5, 22.5] holds 1.5 s at 500 and 2.5 s at 2 000 rows/s (the trapezoid rule smooths the step
+    # over one 10 ms grid cell); at phase 0 the step is on a boundary
+    assert next(b.rows for b in shifted.batches if b.start_s == 22.5) == pytest.approx(750 + 5000, abs=10)
+    assert next(b.rows for b in base.batches if b.start_s == 24.0) == 8000
+    assert SimParams(**QUIET, trigger_phase_s=6.5).trigger_phase_s % 4.0 == 2.5
+    wrapped = simulate(step, 60.0, static_ctrl(4), SimParams(**QUIET, trigger_phase_s=6.5))
+    assert [b.start_s for b in wrapped.batches] == [b.start_s for b in shifted.batches]

@@ -1,5 +1,7 @@
 """Source probes (``collectors.source_probe``): the tracker reads a source's rows between micro-batches,
 so a rate step shows in the live arrival rate within a snapshot, not one completed batch late."""
+import os
+
 import pytest
 
 from spark_governor.collectors.query_state import QueryTracker
@@ -92,8 +94,9 @@ def test_the_rate_file_probe_integrates_the_rate_the_file_holds(tmp_path):
     probe = RateFileProbe(str(path))
     assert probe.rows(10.0) == 0.0
     assert probe.rows(12.0) == pytest.approx(200)
-    path.write_text("400")  # a step: counted from the call that reads it, as the sources count it
-    assert probe.rows(13.0) == pytest.approx(600)
+    path.write_text("400")  # a step written at 12.5: 100 rows/s up to the write, 400 after it
+    os.utime(path, (12.5, 12.5))
+    assert probe.rows(13.0) == pytest.approx(250 + 200)
     path.write_text("not a number")
     assert RateFileProbe(str(path), rows_per_second=50).rate() == 50
-    assert probe.rows(12.5) == pytest.approx(600)  # never decreasing, even with a clock going back
+    assert probe.rows(12.5) == pytest.approx(450)  # never decreasing, even with a clock going back
