@@ -392,10 +392,28 @@ def trigger_phase(report: dict, run: dict) -> float:
     return float(points[0][0]) % float(report["trigger_s"])
 
 
+def evaluation_phase(report: dict, run: dict) -> float:
+    """The control plane's evaluation phase in the run, seconds after t0 modulo the interval: as
+    ``bench scaling-real`` measured it (``evaluation_phase_s``, from the scheduler's next run), else for
+    a run whose source offered rows on the schedule the most common phase of its decisions (rounded to
+    0.1 s; a tie goes to the latest decision: surge evaluations fall off the phase, the regular ones
+    on it), else 0 (older reports, as they were calibrated)."""
+    if run.get("evaluation_phase_s") is not None:
+        return float(run["evaluation_phase_s"])
+    interval = float(report.get("evaluation_interval_s") or DEFAULT_PARAMS.eval_interval_s)
+    times = sorted(float(d["t_s"]) for d in run.get("decisions") or [])
+    if report.get("source_arrivals") != "schedule" or not times:
+        return 0.0
+    phases = [round(t % interval, 1) % interval for t in times]
+    return max(reversed(phases), key=phases.count)
+
+
 def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], replay: bool = False) -> dict:
-    """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`), at the run's trigger phase."""
+    """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`), at the run's trigger and
+    evaluation phases."""
     rate, duration = run_rate(report, run)
-    params = replace(params, trigger_phase_s=trigger_phase(report, run))
+    params = replace(params, trigger_phase_s=trigger_phase(report, run),
+                     eval_phase_s=evaluation_phase(report, run))
     window_s = float(report.get("oscillation_window_s") or 12 * params.eval_interval_s)
     per = []
     for seed in seeds:

@@ -160,6 +160,15 @@ def align_to_trigger(trigger_s: float) -> float:
     return time.time()
 
 
+def evaluation_phase_s(plane, t0: float) -> Optional[float]:
+    """When the control plane's policy evaluations fall, seconds after ``t0`` modulo their interval (its
+    scheduler runs from the plane's start, not the run's); None when the plane has no such job."""
+    job = plane.scheduler.get_job("policies")
+    if job is None or job.next_run_time is None:
+        return None
+    return (job.next_run_time.timestamp() - t0) % job.trigger.interval.total_seconds()
+
+
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             kingman_config: Optional[dict] = None, source_probe: bool = True,
@@ -182,6 +191,7 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
             config = policy_config(policy, trigger_s, max_executors, kingman_config if policy == "kingman" else None)
             _put(f"{plane.url}/api/v1/jobs/{job}/policies/{policy}?register=true", {"mode": "act", "config": config})
         t0 = align_to_trigger(trigger_s)
+        evaluation_phase = evaluation_phase_s(plane, t0)
         switches = []
         for level in levels:
             driver.rate(level)
@@ -206,6 +216,7 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
         out.update(cluster=None, service=None, measure_error=str(exc))
     out["switches"] = [[t, r] for t, r in switches]
     out["initial_executors"] = initial_executors
+    out["evaluation_phase_s"] = evaluation_phase
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
     out["decisions"] = [{"t_s": d["created_ms"] / 1000.0 - t0, "old": d["old_value"], "new": d["new_value"],

@@ -137,7 +137,10 @@ class Simulation:
         self._up_rng = np.random.default_rng([seed, 1])  # provisioning draws (SimParams.up_delays_s)
         # the trigger's phase (SimParams.trigger_phase_s): boundaries at phase + k·T
         self.phase = round(params.trigger_phase_s * 1000) % self.T
-        self.s = _State(registered=controller.initial_executors, next_eval=self.eval_ms, next_start=self.phase)
+        # the control plane's evaluation phase (SimParams.eval_phase_s): evaluations at phase + k·interval
+        eval_phase = round(params.eval_phase_s * 1000) % self.eval_ms
+        self.s = _State(registered=controller.initial_executors, next_eval=eval_phase or self.eval_ms,
+                        next_start=self.phase)
         # the control plane's surge watch (api.surge_watch): a probed rate step evaluates at once
         self._surges = SurgeBaselines(params.surge_ratio) if params.live_probe and params.surge_ratio else None
         self._next_surge = SURGE_CHECK_MS

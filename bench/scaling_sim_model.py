@@ -113,6 +113,11 @@ class SimParams:
     # completed. False: no profile (Kingman's cluster model then uses the paper's model).
     cluster_profile: bool = False
     eval_interval_s: float = 10.0  # control plane's default evaluation interval
+    # The evaluations' phase, seconds: at eval_phase_s + k × eval_interval_s (0: at multiples of the
+    # interval). The control plane's scheduler runs from its own start, not the job's; a rule that acts
+    # at the first evaluation after a batch completes acts up to an interval apart on the two
+    # (calibration replays the real run's, ``bench.scaling_calibrate``).
+    eval_phase_s: float = 0.0
     window_ms: int = 5000  # control plane's statistics window
     min_executors: int = 1
     max_executors: int = 12

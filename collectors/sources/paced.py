@@ -6,7 +6,8 @@ Two PySpark 4 data sources (``DataSourceStreamReader``), each gated by
 
 ``zipf-paced`` — the synthetic Zipf source (``collectors.sources.zipf``: same rows, same columns,
 same options ``rowsPerSecond``, ``rateFile``, ``keys``, ``skew``, ``seed``, ``numPartitions``)
-whose rows *arrive* at ``rowsPerSecond`` (re-read from ``rateFile`` at every call) and are cut at
+whose rows *arrive* at ``rowsPerSecond`` (re-read from ``rateFile`` at every call; a new rate counts
+from the file's write, ``collectors.sources.rate_file``) and are cut at
 the gate's boundaries: batch i holds exactly the rows that arrived in ``[B_{i-1}, B_i)``. Extra
 options: ``intervalFile`` (the gate's control file), ``totalRows`` (stop offering rows after this
 many, so two runs can be compared on the same rows), ``maxQueueingSeconds`` (see

@@ -62,3 +62,20 @@ def test_the_staircase_starts_on_a_trigger_boundary():
         before = time.time()
         t0 = align_to_trigger(2.0)
         assert before < t0 <= before + 2.3 and t0 % 2.0 < 0.25  # Spark's trigger fires at multiples since the epoch
+
+
+def test_the_evaluation_phase_is_read_off_the_control_planes_scheduler(tmp_path):
+    import time
+
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane
+    from spark_governor.bench.scaling_real import evaluation_phase_s
+
+    plane = ControlPlane(db_url=f"sqlite:///{tmp_path / 'plane.db'}", port=0,
+                         settings=Settings(evaluation_interval_s=8.0)).start()
+    try:
+        started = time.time()
+        phase = evaluation_phase_s(plane, started - 3.0)  # a run that began 3 s before the plane
+        assert phase == pytest.approx(3.0, abs=0.5)  # the first evaluation 8 s after the start: 11 s = 3 mod 8
+    finally:
+        plane.stop()

@@ -296,3 +296,26 @@ def test_the_trigger_phase_shifts_every_boundary_and_the_rows_each_batch_holds()
     assert SimParams(**QUIET, trigger_phase_s=6.5).trigger_phase_s % 4.0 == 2.5
     wrapped = simulate(step, 60.0, static_ctrl(4), SimParams(**QUIET, trigger_phase_s=6.5))
     assert [b.start_s for b in wrapped.batches] == [b.start_s for b in shifted.batches]
+
+
+class Clock(Policy):
+    """Records when it is evaluated."""
+
+    name = "clock"
+    knobs = ("executors",)
+    Config = SafetyConfig
+
+    def __init__(self):
+        self.seen = []
+
+    def evaluate(self, view, config):
+        self.seen.append(view.now_ms)
+        return []
+
+
+def test_the_evaluation_phase_shifts_every_evaluation():
+    for phase, first in ((0.0, 10_000), (4.5, 4_500), (14.5, 4_500)):
+        clock = Clock()
+        simulate(rate, 40.0, Controller(clock, SafetyConfig(min_value=1, max_value=4), 1),
+                 SimParams(**QUIET, eval_phase_s=phase))
+        assert clock.seen[:3] == [first, first + 10_000, first + 20_000]
