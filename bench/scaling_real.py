@@ -44,7 +44,9 @@ does that search in the simulator.
 """
 from __future__ import annotations
 
+import datetime
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -160,6 +162,20 @@ def align_to_trigger(trigger_s: float) -> float:
     return time.time()
 
 
+def align_evaluations(plane, interval_s: float, trigger_s: float) -> None:
+    """Move the control plane's policy evaluations onto the trigger boundaries (multiples of the trigger
+    interval since the epoch, where :func:`align_to_trigger` starts each run): phase 0, as the
+    simulator's evaluations. Otherwise they run from the plane's start, a phase that differs between
+    invocations and decided an 8x spike's spans for threshold and utilization-target (runs 34–36:
+    0.696–1.000 by phase; the simulator agrees at each run's phases, ``bench.scaling_calibrate``)."""
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    grid = math.lcm(round(interval_s * 1000), round(trigger_s * 1000)) / 1000.0
+    start = (time.time() // grid + 1) * grid
+    plane.scheduler.reschedule_job("policies", trigger=IntervalTrigger(
+        seconds=interval_s, start_date=datetime.datetime.fromtimestamp(start, datetime.timezone.utc)))
+
+
 def evaluation_phase_s(plane, t0: float) -> Optional[float]:
     """When the control plane's policy evaluations fall, seconds after ``t0`` modulo their interval (its
     scheduler runs from the plane's start, not the run's); None when the plane has no such job."""
@@ -248,6 +264,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
         plane = ControlPlane(db_url=f"sqlite:///{workdir / 'plane.db'}", port=0, tokens={"ops": TOKEN},
                              settings=settings).start()
         try:
+            align_evaluations(plane, evaluation_interval_s, trigger_s)
             for policy in policies:
                 initial = static_executors if policy == "static" else 1
                 log(f"run {policy} (start at {initial} executors)")

@@ -79,3 +79,23 @@ def test_the_evaluation_phase_is_read_off_the_control_planes_scheduler(tmp_path)
         assert phase == pytest.approx(3.0, abs=0.5)  # the first evaluation 8 s after the start: 11 s = 3 mod 8
     finally:
         plane.stop()
+
+
+def test_the_evaluations_are_moved_onto_the_trigger_boundaries(tmp_path):
+    import time
+
+    from spark_governor.api.app import Settings
+    from spark_governor.api.server import ControlPlane
+    from spark_governor.bench.scaling_real import align_evaluations, evaluation_phase_s
+
+    plane = ControlPlane(db_url=f"sqlite:///{tmp_path / 'plane.db'}", port=0,
+                         settings=Settings(evaluation_interval_s=8.0)).start()
+    try:
+        align_evaluations(plane, 8.0, 2.0)
+        nxt = plane.scheduler.get_job("policies").next_run_time.timestamp()
+        assert nxt % 8.0 == pytest.approx(0.0, abs=1e-3) and time.time() < nxt <= time.time() + 8.0
+        assert evaluation_phase_s(plane, 80.0) == pytest.approx(0.0, abs=1e-3)  # a run started on the grid
+        align_evaluations(plane, 10.0, 8.0)  # lcm: runs start on multiples of 8 s, evaluations of 10 s
+        assert plane.scheduler.get_job("policies").next_run_time.timestamp() % 40.0 == pytest.approx(0.0, abs=1e-3)
+    finally:
+        plane.stop()
