@@ -174,7 +174,7 @@ class KingmanConfig(SafetyConfig):
                                                         "triggered in the last this many seconds")
     max_load_growth: float = Field(2.0, ge=1, description="A scale-out is sized for at most this many times "
                                                           "the current arrival rate")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
+    scale_down_delay_s: float = Field(15.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
                                                               "no scale-down within this many seconds of an "
                                                               "executor decision, and it must keep the bound "
                                                               "at the highest arrival rate of that long")

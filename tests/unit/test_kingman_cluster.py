@@ -11,7 +11,7 @@ from spark_governor.policies.queueing import VertexModel, with_load
 
 NOW = 1_000_000_000
 CFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0,
-                     scale_down_delay_s=30.0)  # the tests below are written for a 30 s delay (default: 8 s)
+                     scale_down_delay_s=30.0)  # the tests below are written for a 30 s delay (default: 15 s)
 
 
 def stage(util=0.5, p=4, records=4000.0, tasks=16, S=0.5, w=1.0):

@@ -119,7 +119,7 @@ def test_the_defaults_keep_the_spare_always():
     # spare on every level kept every span of both staircases, with probes too (runs 19, 20); the live rate
     # is used where the sources are probed (docs/policies/kingman.md)
     d = KingmanConfig()
-    assert (d.spare_executors, d.spare_when, d.live_rate, d.scale_down_delay_s) == (1, "always", None, 30.0)
+    assert (d.spare_executors, d.spare_when, d.live_rate, d.scale_down_delay_s) == (1, "always", None, 15.0)
     with pytest.raises(ValidationError, match="spare_when"):
         KingmanConfig(spare_when="sometimes")
     with pytest.raises(ValidationError, match="spare_rise_margin"):
