@@ -145,7 +145,9 @@ def test_prometheus_evaluates_every_decisions_panel_and_annotation(dashboard, pl
 
     # Prometheus sees the job before any decision, so it sees directives and holds change
     wait_for(lambda: samples(f'spark_governor_executors{{spark_job="{JOB}"}}') >= 2, 60, what="scrapes before decisions")
-    cfg = {"trigger_interval_s": 2.0, "scaling_interval_s": 1.0, "effectiveness_intervals": 1,
+    # decisions at least 2 s apart: two 1 s scrapes see each directive version (the annotation fires on a
+    # version change or on a series' first appearance at version 1; a CI run once saw the series appear at 2)
+    cfg = {"trigger_interval_s": 2.0, "scaling_interval_s": 2.0, "effectiveness_intervals": 1,
            "max_ineffective_scale_ups": 2, "max_value": 50}
     r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/policies/threshold?register=true", headers=AUTH, timeout=10,
                      json={"mode": "act", "config": cfg})
