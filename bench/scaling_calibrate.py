@@ -49,6 +49,8 @@ on the same staircase, for every policy of that run, side by side with the real 
     slow task), and the simulator would slow every task in it on top of the counted ones.
 
   A parameter with no measurement keeps the simulator's default and is named in ``defaults``. The
+  reporter's state cadence (``STATE_INTERVAL_S``, 1 s) is the simulator's ``state_interval_s``: a
+  completed batch reaches the simulated control plane with the next state, as it reaches the real one. The
   simulated control plane gives the policies the job's cluster profile as it measures it during the
   run (``SimParams.cluster_profile``), as the real control plane did (Kingman's ``cluster_model``).
 
@@ -94,6 +96,7 @@ from spark_governor.bench.scaling import count_oscillations, governed, static
 from spark_governor.bench.scaling_real_measure import fit_batches
 from spark_governor.bench.scaling_sim import simulate
 from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
+from spark_governor.collectors.reporter import STATE_INTERVAL_S
 
 GOVERNED = ("kingman", "threshold", "utilization-target")
 SAMPLE_LAG_S = 0.5  # the driver's executor samples are 1 s apart: a registration is ~0.5 s before the first
@@ -326,7 +329,7 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
         window_ms=int(report.get("window_ms") or DEFAULT_PARAMS.window_ms), slo_s=bound, constraint_bound_s=bound,
         constraint_span_s=float(report["span_s"]), live_view=True, cluster_profile=True,
         live_probe=bool(report.get("source_probe", False)), surge_ratio=report.get("surge_ratio"),
-        **{k: v for k, v in measured.items() if v is not None})
+        state_interval_s=STATE_INTERVAL_S, **{k: v for k, v in measured.items() if v is not None})
     return p, defaults
 
 

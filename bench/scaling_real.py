@@ -187,10 +187,11 @@ def evaluation_phase_s(plane, t0: float) -> Optional[float]:
 
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
-            kingman_config: Optional[dict] = None, source_probe: bool = True,
+            config: Optional[dict] = None, source_probe: bool = True,
             log: Callable[[str], None] = lambda m: None) -> dict:
-    """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job) or ``static``; ``source_probe``:
-    the job's reporter probes its source's rate file (``collectors.source_probe.RateFileProbe``)."""
+    """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job, with ``config``: overrides of its
+    defaults) or ``static``; ``source_probe``: the job's reporter probes its source's rate file
+    (``collectors.source_probe.RateFileProbe``)."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     tmp = workdir / job
@@ -204,8 +205,8 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
         # a few batches with rows have completed, the latest within the trigger interval
         wait_for(lambda: settled(driver.progress(), trigger_s), 300, 1, f"{job}: settled batches")
         if policy in GOVERNED:  # from now on: every policy starts the staircase from the same executors
-            config = policy_config(policy, trigger_s, max_executors, kingman_config if policy == "kingman" else None)
-            _put(f"{plane.url}/api/v1/jobs/{job}/policies/{policy}?register=true", {"mode": "act", "config": config})
+            body = {"mode": "act", "config": policy_config(policy, trigger_s, max_executors, config)}
+            _put(f"{plane.url}/api/v1/jobs/{job}/policies/{policy}?register=true", body)
         t0 = align_to_trigger(trigger_s)
         evaluation_phase = evaluation_phase_s(plane, t0)
         switches = []
@@ -245,14 +246,22 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            static_executors: int = 4, row_cost_us: float = 100.0, workdir: Optional[Path] = None,
                            policies: tuple[str, ...] = POLICIES, evaluation_interval_s: float = 8.0,
                            window_ms: int = 8000, oscillation_intervals: int = 12,
-                           kingman_config: Optional[dict] = None, source_probe: bool = True,
+                           configs: Optional[dict[str, dict]] = None, source_probe: bool = True,
                            log: Callable[[str], None] = lambda m: None) -> dict:
-    """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``source_probe``: the
+    """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``configs``: per
+    governed policy, overrides of its defaults (stored whole in ``policy_configs``, as
+    ``bench scaling --calibrate`` replays them): e.g. a baseline given as many executor-seconds as
+    Kingman spends, to compare attainment at equal cost. ``source_probe``: the
     job's reporter reads its source's rate between batches (a rate step shows in the live state within
     a second; ``collectors.source_probe``); False: only the completed batches' offsets show it."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane
 
+    configs = dict(configs or {})
+    for name, overrides in configs.items():  # a bad config fails here, before minutes of cluster start
+        if name not in GOVERNED:
+            raise ValueError(f"configs: {name!r} is not a governed policy ({', '.join(GOVERNED)})")
+        full_config(name, overrides)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     workdir = Path(workdir or tempfile.mkdtemp(prefix="sg-scaling-real-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -271,7 +280,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                 results.append(run_one(cluster, plane, workdir, policy, levels=levels, level_s=level_s,
                                        trigger_s=trigger_s, bound_s=bound_s, span_s=span_s, initial_executors=initial,
                                        max_executors=max_executors, row_cost_us=row_cost_us,
-                                       oscillation_window_s=window_s, kingman_config=kingman_config,
+                                       oscillation_window_s=window_s, config=configs.get(policy),
                                        source_probe=source_probe, log=log))
         finally:
             plane.stop()
@@ -282,9 +291,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
             "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
-            "static_executors": static_executors, "kingman_config": full_config("kingman", kingman_config),
-            "policy_configs": {p: full_config(p, kingman_config if p == "kingman" else None)
-                               for p in policies if p in GOVERNED},
+            "static_executors": static_executors, "kingman_config": full_config("kingman", configs.get("kingman")),
+            "policy_configs": {p: full_config(p, configs.get(p)) for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
             "surge_ratio": settings.surge_ratio or None, "source_arrivals": SOURCE_ARRIVALS,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

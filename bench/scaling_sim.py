@@ -135,6 +135,13 @@ class Simulation:
         self._cum = np.concatenate([[0.0], np.cumsum((r[1:] + r[:-1]) / 2 * GRID_MS / 1000.0)])
         self.rng = np.random.default_rng(seed)
         self._up_rng = np.random.default_rng([seed, 1])  # provisioning draws (SimParams.up_delays_s)
+        # the reporter's state ticks (SimParams.state_interval_s): at state_phase + k·interval, the phase
+        # drawn per seed from a stream of its own (the other draws stay as they were)
+        self.state_ms = round(params.state_interval_s * 1000)
+        self.state_phase = int(np.random.default_rng([seed, 2]).integers(self.state_ms)) if self.state_ms > 0 else 0
+        # what a completed batch tells the control plane (its progress, the backlog right after it), by the
+        # time it gets there: (ms, "batch" | "trough", item), in that order (:meth:`_deliver`)
+        self._pending: list[tuple[int, str, object]] = []
         # the trigger's phase (SimParams.trigger_phase_s): boundaries at phase + k·T
         self.phase = round(params.trigger_phase_s * 1000) % self.T
         # the control plane's evaluation phase (SimParams.eval_phase_s): evaluations at phase + k·interval
@@ -265,14 +272,16 @@ class Simulation:
             self._unmeasured = [u for u in self._unmeasured if u[1] >= done]
         self.batches.append(self._record(r))
         processing_s = (r.end - r.start) / 1000.0
-        self.stats.append(BatchStats(
+        self._pending.append((self._delivered(self._reported(t)), "batch", BatchStats(
             batch_id=r.batch_id, trigger_ms=r.start, processing_s=processing_s, num_input_rows=r.rows,
             input_rows_per_second=r.rows * 1000.0 / (r.start - r.cut) if r.start > r.cut else None,
-            processed_rows_per_second=r.rows / processing_s))
+            processed_rows_per_second=r.rows / processing_s)))
         self.s.next_start = max(t, r.boundary)
         if self.p.live_view:  # the backlog right after the batch: rows arrived after its start
-            self.control.troughs.append((t / 1000.0, float(self.arrived(t) - self.arrived(r.start))))
-            del self.control.troughs[:-1000]
+            seen = self._reported(t)
+            self._pending.append((self._delivered(seen), "trough",
+                                  (seen / 1000.0, float(self.arrived(seen) - self.arrived(r.start)))))
+        self._deliver(t)
         if self.s.release:
             self.s.registered -= self.s.release
             self._remove_execs(self.s.release)
@@ -369,13 +378,36 @@ class Simulation:
 
     # -- control (bench.scaling_sim_control) -------------------------------------------------
     def view(self, t: int) -> JobView:
-        """The ``JobView`` the policy gets at ``t`` (the running stage's tasks finished by ``t`` folded)."""
+        """The ``JobView`` the policy gets at ``t`` (the running stage's tasks finished by ``t`` folded, the
+        completed batches reported by ``t``)."""
+        self._deliver(t)
         self.control.fold_tasks(self.s.running, t)
         live = None
         if self.p.live_view:
             def live(span_s: float):
                 return self.control.live(t, span_s, self.s.running, self.s.cut, self.arrived)
         return self.control.view(t, self.s.registered, live)
+
+    def _reported(self, t: int) -> int:
+        """When the reporter sends what happened at ``t`` (ms): its next state tick at or after ``t``
+        (``SimParams.state_interval_s``; 0: at once)."""
+        if self.state_ms <= 0:
+            return t
+        return self.state_phase + -(-(t - self.state_phase) // self.state_ms) * self.state_ms
+
+    def _delivered(self, sent: int) -> int:
+        """When a report sent at ``sent`` (ms) is in the control plane (``SimParams.state_delay_s`` later)."""
+        return sent + round(self.p.state_delay_s * 1000) if self.state_ms > 0 else sent
+
+    def _deliver(self, t: int) -> None:
+        """Hand the control plane the completed batches and backlog troughs that reached it by ``t``."""
+        while self._pending and self._pending[0][0] <= t:
+            _, kind, item = self._pending.pop(0)
+            if kind == "batch":
+                self.control.stats.append(item)
+            else:
+                self.control.troughs.append(item)
+                del self.control.troughs[:-1000]
 
     def _evaluate(self, t: int) -> None:
         self.s.next_eval += self.eval_ms

@@ -32,7 +32,9 @@ policies plugged in unchanged (:class:`Controller`, :class:`StaticPolicy`).
   which bounds the latency of a batch's *oldest* row (gap + processing).
 
 * Between batches (``SimParams.live_view``; ``aggregators.liveness``): the view's ``live`` state at
-  ``t`` for a source that counts its rows, from the simulated job exactly (no reporting delay):
+  ``t`` for a source that counts its rows, from the simulated job (completed batches and the backlog
+  right after each reach the control plane with the reporter's next state when
+  ``SimParams.state_interval_s`` is set, as calibrated runs do; else at once, ``bench.scaling_sim``):
   status ``running`` while a batch runs, else ``waiting`` (``idle`` when no row arrived since the
   last batch started); running batch age = t − its start; oldest unprocessed record = the first
   row after the last *completed* batch's rows (the running batch's rows are not processed yet), its

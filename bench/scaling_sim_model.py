@@ -100,6 +100,17 @@ class SimParams:
     # seconds, the rows waiting are exact, and the view says so (``LiveStats.arrival_probed``); a rate
     # step shows within that window. Overrides ``live_offsets``. False: no probe.
     live_probe: bool = False
+    # The reporter's cadence, seconds (``collectors.reporter``'s ``state_interval_s``, 1 s): a completed
+    # batch's progress, and with ``live_view`` the backlog right after it, reach the control plane with
+    # the first state the reporter sends after the batch ended (every ``state_interval_s`` at a phase
+    # drawn per seed: the reporter's loop runs from its own start), the backlog holding the rows that
+    # arrived by then, ``state_delay_s`` later (the post and its commit). On
+    # the standalone cluster a batch ending 0.1 s before an evaluation was not yet in the trend, and the
+    # backlog rule acted an evaluation (8 s) later than in a simulator that saw the batch end at once
+    # (run 43: utilization-target +15.7 points simulated). 0: the batch end is seen at once (the model
+    # until 2026-11-27; the default of the uncalibrated benchmark).
+    state_interval_s: float = 0.0
+    state_delay_s: float = 0.05
     # With ``live_probe``: the control plane's surge watch (``api.surge_watch``, serve's ``--surge-ratio``):
     # every second, a probed rate more than this share above its baseline evaluates the policy at once.
     # None: evaluations only every ``eval_interval_s``.

@@ -50,6 +50,9 @@ from spark_governor.collectors.query_state import QueryTracker
 from spark_governor.policies.wire import (MAX_ITEMS_PER_REPORT, MAX_PARTITION_RECORDS, MAX_TASKS_PER_REPORT,
                                           SCHEMA_VERSION, validate_job_name)
 
+#: seconds between the query states a reporter sends while a query is active (``state_interval_s``'s default)
+STATE_INTERVAL_S = 1.0
+
 log = logging.getLogger("spark_governor.reporter")
 
 #: statuses after which a report is sent again (bounded by ``max_retries``); other 4xx discard it
@@ -134,7 +137,7 @@ class Reporter:
         live_state: Optional[Callable[[], dict]] = None,
         query_status: Optional[Callable[[], list]] = None,
         decode_query: Optional[Callable[[list], list]] = None,
-        state_interval_s: float = 1.0,
+        state_interval_s: float = STATE_INTERVAL_S,
         source_probes: Optional[list] = None,
     ) -> None:
         self.job = validate_job_name(job)

@@ -376,6 +376,40 @@ def _levels(raw: str) -> tuple[float, ...]:
     return levels
 
 
+def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, dict]:
+    """``--config POLICY=JSON`` options → {policy: overrides}, each checked against the policy's config
+    (BadParameter naming the policy and the field)."""
+    from pydantic import ValidationError
+
+    from spark_governor.bench.scaling_real import GOVERNED, full_config
+
+    out: dict[str, dict] = {}
+    for item in raw:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in GOVERNED:
+            raise click.BadParameter(f"{item!r}: want POLICY=JSON with POLICY one of {', '.join(GOVERNED)}",
+                                     param_hint="--config")
+        if name not in names:
+            raise click.BadParameter(f"{name} is not in --policies", param_hint="--config")
+        if name in out:
+            raise click.BadParameter(f"{name} given twice", param_hint="--config")
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise click.BadParameter(f"{name}: not JSON ({exc})", param_hint="--config") from None
+        if not isinstance(value, dict):
+            raise click.BadParameter(f"{name}: want a JSON object of config fields", param_hint="--config")
+        try:
+            full_config(name, value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(x) for x in first["loc"]) or "config"
+            raise click.BadParameter(f"{name}: {field}: {first['msg']}", param_hint="--config") from None
+        out[name] = value
+    return out
+
+
 @bench.command("scaling-real")
 @click.option("--levels", default="2000,8000,16000,8000,2000", show_default=True,
               help="Staircase input rates (rows/s), comma-separated.")
@@ -393,13 +427,16 @@ def _levels(raw: str) -> tuple[float, ...]:
 @click.option("--trigger-s", default=8.0, show_default=True, type=click.FloatRange(1), help="Trigger interval.")
 @click.option("--policies", default="kingman,threshold,utilization-target,static", show_default=True,
               help="Runs, in order, on the same staircase: kingman, threshold, utilization-target, static.")
+@click.option("--config", "configs", multiple=True, metavar="POLICY=JSON",
+              help="Overrides of a governed policy's defaults, e.g. "
+                   "'utilization-target={\"target_utilization\": 0.5}'; repeatable, one per policy.")
 @click.option("--probe/--no-probe", default=True, show_default=True,
               help="The job's reporter probes its source's rate file between batches (collectors.source_probe).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
-                       static_executors: int, row_cost_us: float, trigger_s: float, policies: str, probe: bool, workdir,
-                       out: str) -> None:
+                       static_executors: int, row_cost_us: float, trigger_s: float, policies: str, configs: tuple[str, ...],
+                       probe: bool, workdir, out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
     from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
@@ -411,10 +448,11 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
                                  f"choose from {', '.join(POLICIES)}, each once", param_hint="--policies")
     if static_executors > max_executors:
         raise click.BadParameter("must not exceed --max-executors", param_hint="--static-executors")
+    overrides = _policy_configs(configs, names)
     started = time.perf_counter()
     report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
                                     span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
-                                    row_cost_us=row_cost_us, policies=names, source_probe=probe,
+                                    row_cost_us=row_cost_us, policies=names, configs=overrides, source_probe=probe,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)

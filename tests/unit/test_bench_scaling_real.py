@@ -53,6 +53,38 @@ def test_cli_rejects_bad_input():
     assert r.exit_code != 0 and "--static-executors" in r.output
 
 
+@pytest.mark.parametrize("config, says", [
+    ("utilization-target={\"target_utilization\": 2}", "target_utilization"),   # out of its range
+    ("utilization-target={\"bogus\": 1}", "bogus"),                             # not a field
+    ("utilization-target=[1]", "JSON object"),
+    ("utilization-target={oops", "not JSON"),
+    ("magic={}", "POLICY=JSON"),
+    ("static={}", "POLICY=JSON"),                                                 # not governed
+    ("threshold={}", "not in --policies"),
+])
+def test_cli_rejects_a_bad_policy_config_before_starting_anything(config, says, tmp_path):
+    r = CliRunner().invoke(main, ["bench", "scaling-real", "--policies", "kingman,utilization-target",
+                                  "--config", config, "--workdir", str(tmp_path / "w")])
+    assert r.exit_code == 2 and "--config" in r.output and says in r.output
+    assert not (tmp_path / "w").exists()  # no cluster, no control plane started
+
+
+def test_cli_rejects_a_policy_configured_twice(tmp_path):
+    r = CliRunner().invoke(main, ["bench", "scaling-real", "--policies", "kingman", "--config", "kingman={}",
+                                  "--config", "kingman={\"spare_executors\": 0}", "--workdir", str(tmp_path / "w")])
+    assert r.exit_code == 2 and "twice" in r.output
+
+
+def test_the_bench_checks_configs_before_starting_a_cluster(tmp_path):
+    from spark_governor.bench.scaling_real import run_real_scaling_bench
+
+    with pytest.raises(ValueError, match="static"):
+        run_real_scaling_bench(configs={"static": {}}, workdir=tmp_path / "w")
+    with pytest.raises(ValueError, match="max_utilization"):
+        run_real_scaling_bench(configs={"kingman": {"max_utilization": 1.5}}, workdir=tmp_path / "w")
+    assert not (tmp_path / "w").exists()
+
+
 def test_the_staircase_starts_on_a_trigger_boundary():
     import time
 

@@ -173,7 +173,9 @@ def test_the_simulator_agrees_with_the_real_cluster_on_the_slow_variant():
     stair = (((2000.0, 4000.0, 16000.0, 4000.0, 2000.0), 50.0),)
     as_ran = {"backlog_projected": False}  # the rules of run 13's day
     variants = {"always": as_ran, "slow": {**as_ran, "spare_when": "slow", "live_rate": True, "scale_down_delay_s": 8.0}}
-    out = {r["variant"]: r["attainment"] for r in run_whatif(report, stair, variants, seeds=1)["results"]}
+    # over seeds: the reporter's state ticks fall at a phase drawn per seed (SimParams.state_interval_s), and
+    # with one seed 'slow' may meet the step's batch end on a tick (seed 0 did, 1.000)
+    out = {r["variant"]: r["attainment"] for r in run_whatif(report, stair, variants, seeds=6)["results"]}
     assert out["always"] == 1.0 and out["slow"] < 0.95
-    truth = run_whatif(report, stair, {"slow": variants["slow"]}, seeds=1, overrides={"live_offsets": False})
+    truth = run_whatif(report, stair, {"slow": variants["slow"]}, seeds=6, overrides={"live_offsets": False})
     assert truth["results"][0]["attainment"] > out["slow"]
