@@ -85,7 +85,8 @@ class BadRequest(Exception):
         self.status, self.message = status, message
 
 
-def _gunzip(data: bytes, limit: int) -> bytes:
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """``data`` gunzipped; 400 when it is not whole gzip data, 413 as soon as it exceeds ``limit`` bytes."""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = d.decompress(data, limit + 1)
@@ -98,7 +99,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
-def _read_bounded(limit: int) -> bytes:
+def read_bounded(limit: int) -> bytes:
     """The request body, read in chunks; 413 as soon as it exceeds ``limit`` (chunked bodies too)."""
     stream, chunks, size = request.stream, [], 0
     while True:
@@ -183,10 +184,10 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         try:
             if request.content_length is not None and request.content_length > settings.max_body_bytes:
                 raise BadRequest(413, f"body: request exceeds {settings.max_body_bytes} bytes")
-            body = _read_bounded(settings.max_body_bytes)
+            body = read_bounded(settings.max_body_bytes)
             encoding = (request.headers.get("Content-Encoding") or "identity").lower()
             if encoding == "gzip":
-                body = _gunzip(body, settings.max_decompressed_bytes)
+                body = gunzip_bounded(body, settings.max_decompressed_bytes)
             elif encoding != "identity":
                 raise BadRequest(415, f"Content-Encoding: unsupported {encoding!r} (use gzip or identity)")
             if not body:

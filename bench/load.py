@@ -278,27 +278,39 @@ def _stored_reports(db_url: str, prefix: str) -> int:
 
 def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: int = 8, tasks: int = 40,
              policy_share: float = 0.2, senders: int = 0, evaluation_s: float = 10.0,
-             linger_ms: Optional[float] = None, log_path: Optional[str] = None, out=print) -> LoadResult:
-    """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``."""
+             linger_ms: Optional[float] = None, log_path: Optional[str] = None, floor: bool = False,
+             out=print) -> LoadResult:
+    """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``.
+    ``floor``: instead of ``serve``, the no-storage floor (``api.load_floor``: token, gunzip and validation
+    of each report on the same gunicorn workers, nothing stored, no policy; ``db_url`` unused)."""
     import requests
 
     from spark_governor.api.processes import free_port, stop_process, wait_healthy
 
     from spark_governor.aggregators.db import upgrade
 
-    if not db_url.startswith("sqlite"):
+    if not floor and not db_url.startswith("sqlite"):
         upgrade(db_url)
     port = free_port()
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port), "--db", db_url,
-         "--workers", str(workers), "--threads", str(threads), "--evaluation-seconds", str(evaluation_s),
-         "--token", f"bench:report={TOKEN}", "--token", f"admin={ADMIN}",
-         *(["--batch-linger-ms", str(linger_ms)] if linger_ms is not None else [])],
-        stdout=log, stderr=log, env={k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"})
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    if floor:
+        from spark_governor.api.auth import hash_token
+        from spark_governor.api.load_floor import TOKEN_ENV
+
+        command = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+                   "--worker-class", "gthread", "--threads", str(threads), "--log-level", "warning",
+                   "spark_governor.api.load_floor:create_floor_app()"]
+        env[TOKEN_ENV] = hash_token(TOKEN)
+    else:
+        command = [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port),
+                   "--db", db_url, "--workers", str(workers), "--threads", str(threads),
+                   "--evaluation-seconds", str(evaluation_s), "--token", f"bench:report={TOKEN}",
+                   "--token", f"admin={ADMIN}", *(["--batch-linger-ms", str(linger_ms)] if linger_ms is not None else [])]
+    proc = subprocess.Popen(command, stdout=log, stderr=log, env=env)
     url = f"http://127.0.0.1:{port}"
-    result = LoadResult(jobs=jobs, seconds=seconds, db=db_url.split("://")[0], workers=workers, tasks=tasks,
-                        evaluation_interval_s=evaluation_s)
+    result = LoadResult(jobs=jobs, seconds=seconds, db="floor" if floor else db_url.split("://")[0], workers=workers,
+                        tasks=tasks, evaluation_interval_s=evaluation_s)
     try:
         wait_healthy(url, 90, proc=proc)
         run = f"load{int(time.time()) % 100000}-"
@@ -310,9 +322,9 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
             body = gzip.compress(orjson.dumps(job_report(name, name, 1, tasks, int(time.time() * 1000), rng)), 1)
             session.post(url + "/api/v1/reports", data=body, timeout=60, headers={
                 "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"}).raise_for_status()
-        configured = _configure_policies(url, names, policy_share)
+        configured = 0 if floor else _configure_policies(url, names, policy_share)
         out(f"bench load: {jobs} jobs ({configured} with a policy), {tasks} tasks per report, {seconds:g} s, "
-            f"{result.db}, {workers} workers x {threads} threads")
+            f"{'the no-storage floor' if floor else result.db}, {workers} workers x {threads} threads")
         answers: list = []
         lock = threading.Lock()
         n_senders = senders or min(128, max(8, jobs // 4))
@@ -324,10 +336,10 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         for t in threads_:
             t.start()
         result.loadavg_before = os.getloadavg()
-        postmaster = _postmaster_pid(db_url)
+        postmaster = None if floor else _postmaster_pid(db_url)
         cpu0 = _cpu_seconds(proc.pid)
         db_cpu0 = _cpu_seconds(postmaster) if postmaster else None
-        metrics0 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        metrics0 = None if floor else _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
         self_cpu0 = _self_cpu_seconds()
         start = time.monotonic()
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
@@ -353,14 +365,16 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         if postmaster and db_cpu0 is not None:
             result.database_cpu_s = _cpu_seconds(postmaster) - db_cpu0
         result.loadavg_after = os.getloadavg()
-        metrics1 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
-        runs, total = metrics1[0] - metrics0[0], metrics1[1] - metrics0[1]
-        result.evaluation_runs = runs
-        result.evaluation_run_mean_s = total / runs if runs else None
-        result.evaluation_runs_over_interval = metrics1[2] - metrics0[2]
-        result.evaluations_skipped = metrics1[3] - metrics0[3]
-        result.transactions = metrics1[4] - metrics0[4]
-        result.reports_per_transaction = (metrics1[5] - metrics0[5]) / result.transactions if result.transactions else None
+        if metrics0 is not None:
+            metrics1 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+            runs, total = metrics1[0] - metrics0[0], metrics1[1] - metrics0[1]
+            result.evaluation_runs = runs
+            result.evaluation_run_mean_s = total / runs if runs else None
+            result.evaluation_runs_over_interval = metrics1[2] - metrics0[2]
+            result.evaluations_skipped = metrics1[3] - metrics0[3]
+            result.transactions = metrics1[4] - metrics0[4]
+            result.reports_per_transaction = ((metrics1[5] - metrics0[5]) / result.transactions
+                                              if result.transactions else None)
         latencies = sorted(a[0] for a in answers)
         result.answered = len(answers)
         result.accepted = sum(1 for a in answers if not a[1])
@@ -369,7 +383,7 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         if latencies:
             result.p50_s = latencies[len(latencies) // 2]
             result.p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-        result.stored = _stored_reports(db_url, run) - jobs  # minus the warm-up reports
+        result.stored = 0 if floor else _stored_reports(db_url, run) - jobs  # minus the warm-up reports
     finally:
         stop_process(proc, 30)
     return result
@@ -381,8 +395,9 @@ def format_result(r: LoadResult) -> str:
         f"offered  {r.offered_per_s:8.1f} reports/s   achieved {r.achieved_per_s:8.1f} reports/s "
         f"({r.achieved_per_s / r.offered_per_s:.1%}; {ratio:.1%} of the offered reports accepted, the last "
         f"answer after {r.elapsed_s:.1f} s)",
-        f"accepted {r.accepted:8d}             stored   {r.stored:8d} (counted in the database; "
-        f"{r.duplicates} answered as duplicates)",
+        (f"accepted {r.accepted:8d}             stored   nothing (the no-storage floor)" if r.db == "floor" else
+         f"accepted {r.accepted:8d}             stored   {r.stored:8d} (counted in the database; "
+         f"{r.duplicates} answered as duplicates)"),
         f"p50 {r.p50_s if r.p50_s is not None else float('nan'):.3f} s   p99 "
         f"{r.p99_s if r.p99_s is not None else float('nan'):.3f} s   (sender lateness max {r.max_lateness_s:.3f} s)",
         f"server CPU {r.server_cpu_s:.1f} s = "

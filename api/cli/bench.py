@@ -463,7 +463,10 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
 @bench.command("load")
 @click.option("--jobs", default=200, show_default=True, type=click.IntRange(1, 5000), help="Simulated jobs (1 report/s each).")
 @click.option("--seconds", default=30, show_default=True, type=click.IntRange(1, 3600), help="Measured seconds.")
-@click.option("--db", "db_url", required=True, help="SQLAlchemy URL of the control plane's database.")
+@click.option("--db", "db_url", default=None, help="SQLAlchemy URL of the control plane's database (required "
+                                                   "unless --floor).")
+@click.option("--floor", is_flag=True, help="Against the no-storage floor instead of serve (api.load_floor: token, "
+                                            "gunzip and validation of each report, nothing stored).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="serve --workers.")
 @click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 256), help="serve --threads.")
 @click.option("--tasks", default=40, show_default=True, type=click.IntRange(2, 10_000), help="Task records per report.")
@@ -473,12 +476,17 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
               help="serve --batch-linger-ms (default: serve's own).")
 @click.option("--log", "log_path", default=None, type=click.Path(dir_okay=False), help="serve's log file.")
 @click.option("--out", default="bench-results/load.json", show_default=True, type=click.Path(dir_okay=False))
-def bench_load(jobs: int, seconds: int, db_url: str, workers: int, threads: int, tasks: int, policy_share: float,
-               linger_ms, log_path, out: str) -> None:
+def bench_load(jobs: int, seconds: int, db_url, floor: bool, workers: int, threads: int, tasks: int,
+               policy_share: float, linger_ms, log_path, out: str) -> None:
     """Simulated reporters against `serve` on 127.0.0.1: offered vs achieved, stored, p50/p99, CPU per report."""
     from spark_governor.bench.load import format_result, run_load
 
-    result = run_load(jobs, seconds, db_url, workers=workers, threads=threads, tasks=tasks, policy_share=policy_share,
-                      linger_ms=linger_ms, log_path=log_path, out=lambda m: click.echo(m, err=True))
+    if not db_url and not floor:
+        raise click.BadParameter("a database URL is required (or --floor)", param_hint="--db")
+    if db_url and floor:
+        raise click.BadParameter("--floor stores nothing: leave --db out", param_hint="--db")
+    result = run_load(jobs, seconds, db_url or "", workers=workers, threads=threads, tasks=tasks,
+                      policy_share=policy_share, linger_ms=linger_ms, log_path=log_path, floor=floor,
+                      out=lambda m: click.echo(m, err=True))
     write_json(result.as_dict(), out, indent=2)
     click.echo(format_result(result))

@@ -3,9 +3,16 @@ offered report is answered, accepted and stored once (counted in the database), 
 one (which would be answered as a duplicate), and the server's CPU time per report is measured."""
 from __future__ import annotations
 
+import gzip
+import random
 import re
 
-from spark_governor.bench.load import format_result, run_load
+import orjson
+import pytest
+
+from spark_governor.api.auth import hash_token
+from spark_governor.api.load_floor import create_floor_app
+from spark_governor.bench.load import format_result, job_report, run_load
 
 
 def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
@@ -28,3 +35,43 @@ def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
     assert re.search(r"accepted\s+12\s+stored\s+12 ", text), text
     assert "policy evaluation runs" in text and "load generator CPU" in text
     assert "0 answered as duplicates" in text and "ms per report" in text
+
+
+def test_the_floor_answers_every_report_and_stores_nothing():
+    """``bench load --floor``: the same load against the no-storage floor (api.load_floor) on gunicorn; every
+    report is answered 200 and counted, nothing is stored, and its CPU per report is measured."""
+    lines: list[str] = []
+    r = run_load(jobs=4, seconds=3, db_url="", workers=1, threads=4, tasks=10, floor=True, out=lines.append)
+    assert "the no-storage floor" in lines[0] and "0 with a policy" in lines[0]
+    assert r.offered == r.answered == r.accepted == 12 and r.errors == {} and r.stored == 0
+    assert r.server_cpu_s > 0 and r.cpu_ms_per_report > 0 and r.database_cpu_s is None
+    assert r.transactions == 0 and r.evaluation_runs == 0
+    assert "stored   nothing (the no-storage floor)" in format_result(r)
+
+
+def test_the_floor_checks_the_token_and_the_body_as_serve_does():
+    client = create_floor_app(hash_token("secret")).test_client()
+    good = gzip.compress(orjson.dumps(job_report("j", "r", 1, 6, 1_700_000_000_000, random.Random(0))))
+    gz = {"Content-Encoding": "gzip"}
+    r = client.post("/api/v1/reports", data=good, headers={**gz, "Authorization": "Bearer secret"})
+    assert r.status_code == 200 and r.json == {"accepted": {"tasks": 6, "stages": 2, "batches": 1},
+                                               "duplicate": False, "directives": []}
+    assert client.post("/api/v1/reports", data=good, headers={**gz, "Authorization": "Bearer nope"}).status_code == 401
+    assert client.post("/api/v1/reports", data=good, headers=gz).status_code == 401
+    bad = client.post("/api/v1/reports", data=b"not gzip", headers={**gz, "Authorization": "Bearer secret"})
+    assert bad.status_code == 400 and "gzip" in bad.json["error"]
+    bad = client.post("/api/v1/reports", data=gzip.compress(b'{"job": 1}'), headers={**gz, "Authorization": "Bearer secret"})
+    assert bad.status_code == 400
+    with pytest.raises(ValueError, match="SPARK_GOVERNOR_FLOOR_TOKEN_SHA256"):
+        create_floor_app()
+
+
+def test_the_cli_wants_a_database_or_the_floor_not_both():
+    from click.testing import CliRunner
+
+    from spark_governor.api.cli import main
+
+    r = CliRunner().invoke(main, ["bench", "load", "--jobs", "1", "--seconds", "1"])
+    assert r.exit_code == 2 and "--db" in r.output and "--floor" in r.output
+    r = CliRunner().invoke(main, ["bench", "load", "--floor", "--db", "sqlite:///x.db"])
+    assert r.exit_code == 2 and "--db" in r.output
