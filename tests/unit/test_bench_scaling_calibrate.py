@@ -36,6 +36,10 @@ NIGHT = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-
 # 2026-11-26 23:18, quiet, 2k,16k,2k x 60 s, all four policies, the source offering rows on the schedule and the
 # staircase started on a trigger boundary (run 35): the spike where the baselines lose spans
 ALIGNED = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-26-2318.json"
+# run 43 (2026-11-27 02:08): the 8x spike, Kingman at its defaults, utilization-target at target 0.3 and threshold
+# every 8 s at 0.5 / 0.1 (baselines given more executor-seconds); their first scale-out came 8 s after a batch
+# ended 0.1 s before an evaluation
+ISOCOST = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-0208.json"
 
 
 def test_calibrate_simulates_every_policy_of_a_real_run_with_its_measured_parameters(tmp_path):
@@ -332,3 +336,27 @@ def test_the_evaluation_phase_is_the_measured_one_else_that_of_the_runs_regular_
     assert evaluation_phase(schedule, {"decisions": []}) == 0.0
     assert evaluation_phase({"evaluation_interval_s": 8.0}, run) == 0.0  # before the source followed the schedule
     assert evaluation_phase(schedule, {"decisions": [{"t_s": 15.97}]}) == 0.0  # 7.97 rounds to the interval
+
+
+def test_a_completed_batch_reaches_the_simulated_plane_with_the_reporters_next_state():
+    """Run 43: the real threshold and utilization-target did not yet have the batch that ended 0.1 s before the
+    evaluation at 72 s and scaled out at 80 s. With the reporter's 1 s cadence (the calibrated default) the
+    simulated threshold is within 5 points of the real run; seeing the batch end at once, as the simulator did
+    before, it was 13 points above. The runs' own configs are replayed (``policy_configs``)."""
+    from dataclasses import replace
+
+    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params, simulate_run
+
+    report = load_report(ISOCOST)
+    params, _ = sim_params(report, cluster_params(report))
+    assert params.state_interval_s == 1.0
+    run = next(r for r in report["results"] if r["policy"] == "threshold")
+    assert report["policy_configs"]["threshold"]["scaling_interval_s"] == 8.0
+    real = run["slo_attainment_windows"]
+    seeds = list(range(5))
+    now = simulate_run(report, run, params, seeds, replay=True)["slo_attainment_windows"]
+    at_once = simulate_run(report, run, replace(params, state_interval_s=0.0), seeds, replay=True)
+    assert abs(now - real) <= 0.05, (now, real)
+    assert at_once["slo_attainment_windows"] - real > 0.10
+    kingman = next(r for r in run_calibration(report, seeds=3)["results"] if r["policy"] == "kingman")
+    assert kingman["gap_points"] == 0.0
