@@ -85,7 +85,7 @@ class BadRequest(Exception):
         self.status, self.message = status, message
 
 
-def gunzip_bounded(data: bytes, limit: int) -> bytes:
+def _gunzip(data: bytes, limit: int) -> bytes:
     """``data`` gunzipped; 400 when it is not whole gzip data, 413 as soon as it exceeds ``limit`` bytes."""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
@@ -99,7 +99,7 @@ def gunzip_bounded(data: bytes, limit: int) -> bytes:
     return out
 
 
-def read_bounded(limit: int) -> bytes:
+def _read_bounded(limit: int) -> bytes:
     """The request body, read in chunks; 413 as soon as it exceeds ``limit`` (chunked bodies too)."""
     stream, chunks, size = request.stream, [], 0
     while True:
@@ -110,6 +110,22 @@ def read_bounded(limit: int) -> bytes:
         if size > limit:
             raise BadRequest(413, f"body: request exceeds {limit} bytes")
         chunks.append(chunk)
+
+
+def report_body(settings: Settings) -> bytes:
+    """The request's report body, read and gunzipped within ``settings``' limits (413 past them, 415 for
+    another encoding, 400 when empty or not whole gzip data)."""
+    if request.content_length is not None and request.content_length > settings.max_body_bytes:
+        raise BadRequest(413, f"body: request exceeds {settings.max_body_bytes} bytes")
+    body = _read_bounded(settings.max_body_bytes)
+    encoding = (request.headers.get("Content-Encoding") or "identity").lower()
+    if encoding == "gzip":
+        body = _gunzip(body, settings.max_decompressed_bytes)
+    elif encoding != "identity":
+        raise BadRequest(415, f"Content-Encoding: unsupported {encoding!r} (use gzip or identity)")
+    if not body:
+        raise BadRequest(400, "body: empty; expected a JSON report")
+    return body
 
 
 def _int_arg(name: str, default: int, lo: int, hi: int) -> int:
@@ -182,16 +198,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     def post_report():
         started = time.perf_counter()
         try:
-            if request.content_length is not None and request.content_length > settings.max_body_bytes:
-                raise BadRequest(413, f"body: request exceeds {settings.max_body_bytes} bytes")
-            body = read_bounded(settings.max_body_bytes)
-            encoding = (request.headers.get("Content-Encoding") or "identity").lower()
-            if encoding == "gzip":
-                body = gunzip_bounded(body, settings.max_decompressed_bytes)
-            elif encoding != "identity":
-                raise BadRequest(415, f"Content-Encoding: unsupported {encoding!r} (use gzip or identity)")
-            if not body:
-                raise BadRequest(400, "body: empty; expected a JSON report")
+            body = report_body(settings)
             if not inflight.acquire(timeout=1.0):
                 response = jsonify(error="server: too many reports in flight, retry later")
                 response.headers["Retry-After"] = "1"

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hmac
 import os
 
-from flask import Flask, jsonify, request
+from flask import Flask, jsonify
 
-from spark_governor.api.app import BadRequest, Settings, gunzip_bounded, read_bounded
+from spark_governor.api.app import BadRequest, Settings, report_body
 from spark_governor.api.auth import bearer_secret, hash_token
 from spark_governor.policies.wire import ReportError, parse_report
 
@@ -48,16 +48,8 @@ def create_floor_app(token_sha256: str | None = None, settings: Settings = Setti
         secret = bearer_secret()
         if secret is None or not hmac.compare_digest(hash_token(secret), digest):
             raise BadRequest(401, "Authorization: a valid report token is required")
-        if request.content_length is not None and request.content_length > settings.max_body_bytes:
-            raise BadRequest(413, f"body: request exceeds {settings.max_body_bytes} bytes")
-        body = read_bounded(settings.max_body_bytes)
-        encoding = (request.headers.get("Content-Encoding") or "identity").lower()
-        if encoding == "gzip":
-            body = gunzip_bounded(body, settings.max_decompressed_bytes)
-        elif encoding != "identity":
-            raise BadRequest(415, f"Content-Encoding: unsupported {encoding!r} (use gzip or identity)")
         try:
-            report = parse_report(body)
+            report = parse_report(report_body(settings))
         except ReportError as exc:
             raise BadRequest(400, str(exc)) from None
         return jsonify(accepted={"tasks": len(report.tasks), "stages": len(report.stages),

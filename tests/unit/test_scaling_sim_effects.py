@@ -299,17 +299,19 @@ def test_the_trigger_phase_shifts_every_boundary_and_the_rows_each_batch_holds()
 
 
 class Clock(Policy):
-    """Records when it is evaluated."""
+    """Records when it is evaluated (``seen``, ms) and the trigger times (ms) of the completed batches in its
+    view then (``batches``)."""
 
     name = "clock"
     knobs = ("executors",)
     Config = SafetyConfig
 
     def __init__(self):
-        self.seen = []
+        self.seen, self.batches = [], []
 
     def evaluate(self, view, config):
         self.seen.append(view.now_ms)
+        self.batches.append((view.now_ms, [b.trigger_ms for b in view.batches]))
         return []
 
 
@@ -321,21 +323,6 @@ def test_the_evaluation_phase_shifts_every_evaluation():
         assert clock.seen[:3] == [first, first + 10_000, first + 20_000]
 
 
-class BatchClock(Policy):
-    """Records, at each evaluation, the trigger times (ms) of the completed batches in its view."""
-
-    name = "batch-clock"
-    knobs = ("executors",)
-    Config = SafetyConfig
-
-    def __init__(self):
-        self.seen = []
-
-    def evaluate(self, view, config):
-        self.seen.append((view.now_ms, [b.trigger_ms for b in view.batches]))
-        return []
-
-
 def test_a_completed_batch_reaches_the_control_plane_with_the_reporters_next_state():
     """1 executor, 2 000-row batches of 2 s every 4 s: a batch started at 8 s ends at 10 s, on an evaluation.
     With the reporter's 1 s state cadence (``state_interval_s``) the control plane has a batch, and the backlog
@@ -344,20 +331,20 @@ def test_a_completed_batch_reaches_the_control_plane_with_the_reporters_next_sta
     def tick(end_ms, phase):
         return phase + -(-(end_ms - phase) // 1000) * 1000
 
-    at_once = BatchClock()
+    at_once = Clock()
     simulate(rate, 30.0, Controller(at_once, SafetyConfig(min_value=1, max_value=4), 1), SimParams(**QUIET))
-    assert at_once.seen[0] == (10_000, [4_000, 8_000])
+    assert at_once.batches[0] == (10_000, [4_000, 8_000])
     phases = set()
     for seed in range(5):
-        clock = BatchClock()
+        clock = Clock()
         sim = Simulation(rate, 30.0, Controller(clock, SafetyConfig(min_value=1, max_value=4), 1),
                          SimParams(**QUIET, live_view=True, state_interval_s=1.0), seed=seed)
         res = sim.run()
         phases.add(sim.state_phase)
         ends = [(round(b.start_s * 1000), round(b.end_s * 1000)) for b in res.batches]
-        for now, seen in clock.seen:
+        for now, seen in clock.batches:
             assert seen == [s for s, e in ends if tick(e, sim.state_phase) + 50 <= now]
-        assert clock.seen[0][1] == [4_000]  # the batch that ended at 10 s is not there at 10 s
+        assert clock.batches[0][1] == [4_000]  # the batch that ended at 10 s is not there at 10 s
         # each trough is observed on a tick, after its batch ended, and holds the rows that arrived by then
         for (start, end), (obs_s, rows) in zip(ends, sim.control.troughs):
             assert obs_s * 1000 == tick(end, sim.state_phase)
