@@ -14,8 +14,8 @@ a row of ``query_states`` (pruned by retention). From them, at any time ``now``:
   = rows / the recent processing rate (Σ input rows / Σ processing time of the query's latest
   completed batches with rows, i.e. rows per second of batch processing);
 * **backlog growth** (rows/s): least-squares slope of the backlog right after each completed
-  batch (the smallest backlog seen while that batch was the latest completed one) over the
-  window, a query run's first batch left out; right after a batch the backlog holds only what
+  batch (at the batch's end: the first state after it, less what arrived since the end; :func:`troughs`)
+  over the window, a query run's first batch left out; right after a batch the backlog holds only what
   arrived while it ran, so the slope is not fooled by the saw-tooth within a batch and rises only
   when the job falls behind;
 * a query whose latest state says ``idle`` (its last trigger found no new data) has neither age
@@ -142,22 +142,33 @@ def first_batches(conn: Connection, job_id: int, run_ids) -> dict[str, int]:
 
 
 def troughs(states: list, first: Optional[dict] = None) -> list[tuple[float, float]]:
-    """``(observed s, backlog rows)`` right after each completed batch: the smallest backlog of the
-    states that name the same latest completed batch (one query's states, oldest first). Not after the
-    first batch of a query run (``first``: run id → its first batch id, :func:`first_batches`): a new
-    run's first batch starts with nothing waiting, or with all that waited while the query was down,
-    so its trough says nothing of the trend (on the standalone cluster a fresh run's 0 followed by
-    ~6 000 rows read as a growing backlog and scaled a job out 3.7 s after its policy was enabled)."""
-    best: dict = {}
+    """``(s, backlog rows)`` right after each completed batch (one query's states, oldest first), on the
+    driver's clock. A state is observed up to a reporter interval after the batch it names ended, and
+    its backlog holds what arrived meanwhile (at 16 000 rows/s up to 16 000 rows, a different amount
+    after each batch: noise in the trend). So the backlog at the batch's end is the earliest state
+    observed at or after ``last_batch_end_ms`` less its arrival rate × the time since that end (never
+    below 0), at the end's time; without the end or a rate, the smallest backlog of the states naming
+    the batch, at its state's time (before 2026-11-27, every trough). Not after the first batch of a
+    query run (``first``: run id → its first batch id, :func:`first_batches`): a new run's first batch
+    starts with nothing waiting, or with all that waited while the query was down, so its trough says
+    nothing of the trend (on the standalone cluster a fresh run's 0 followed by ~6 000 rows read as a
+    growing backlog and scaled a job out 3.7 s after its policy was enabled)."""
+    at_end: dict = {}  # (run, batch) -> (observed ms, end s, rows at the end): the earliest state after the end
+    smallest: dict = {}  # (run, batch) -> (observed s, rows): the smallest backlog, the fallback
     for r in states:
         if r["backlog_rows"] is None or r["last_batch_id"] is None or r["status"] in ("idle", "terminated"):
             continue
         if first and first.get(r["run_id"]) == r["last_batch_id"]:
             continue
         key = (r["run_id"], r["last_batch_id"])
-        if key not in best or r["backlog_rows"] < best[key][1]:
-            best[key] = (r["observed_ms"] / 1000.0, float(r["backlog_rows"]))
-    return sorted(best.values())
+        rows = float(r["backlog_rows"])
+        if key not in smallest or rows < smallest[key][1]:
+            smallest[key] = (r["observed_ms"] / 1000.0, rows)
+        end, rate = r.get("last_batch_end_ms"), r.get("arrival_rows_per_second")
+        if end is not None and rate is not None and r["observed_ms"] >= end and \
+                (key not in at_end or r["observed_ms"] < at_end[key][0]):
+            at_end[key] = (r["observed_ms"], end / 1000.0, max(0.0, rows - rate * (r["observed_ms"] - end) / 1000.0))
+    return sorted((at_end[k][1], at_end[k][2]) if k in at_end else smallest[k] for k in smallest)
 
 
 def query_live(r, now_ms: int, rate: Optional[float]) -> dict:

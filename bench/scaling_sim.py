@@ -278,9 +278,9 @@ class Simulation:
             processed_rows_per_second=r.rows / processing_s)))
         self.s.next_start = max(t, r.boundary)
         if self.p.live_view:  # the backlog right after the batch: rows arrived after its start
-            seen = self._reported(t)
-            self._pending.append((self._delivered(seen), "trough",
-                                  (seen / 1000.0, float(self.arrived(seen) - self.arrived(r.start)))))
+            # at the batch's end, as the control plane reads it from the reporter's next state (aggregators.liveness.troughs)
+            self._pending.append((self._delivered(self._reported(t)), "trough",
+                                  (t / 1000.0, float(self.arrived(t) - self.arrived(r.start)))))
         self._deliver(t)
         if self.s.release:
             self.s.registered -= self.s.release

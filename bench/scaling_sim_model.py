@@ -101,10 +101,10 @@ class SimParams:
     # step shows within that window. Overrides ``live_offsets``. False: no probe.
     live_probe: bool = False
     # The reporter's cadence, seconds (``collectors.reporter``'s ``state_interval_s``, 1 s): a completed
-    # batch's progress, and with ``live_view`` the backlog right after it, reach the control plane with
-    # the first state the reporter sends after the batch ended (every ``state_interval_s`` at a phase
-    # drawn per seed: the reporter's loop runs from its own start), the backlog holding the rows that
-    # arrived by then, ``state_delay_s`` later (the post and its commit). On
+    # batch's progress, and with ``live_view`` the backlog right after it (at the batch's end, as
+    # ``aggregators.liveness.troughs`` reads it), reach the control plane with the first state the
+    # reporter sends after the batch ended (every ``state_interval_s`` at a phase drawn per seed: the
+    # reporter's loop runs from its own start), ``state_delay_s`` later (the post and its commit). On
     # the standalone cluster a batch ending 0.1 s before an evaluation was not yet in the trend, and the
     # backlog rule acted an evaluation (8 s) later than in a simulator that saw the batch end at once
     # (run 43: utilization-target +15.7 points simulated). 0: the batch end is seen at once (the model

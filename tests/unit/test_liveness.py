@@ -255,3 +255,25 @@ def test_a_runs_first_batch_does_not_count_in_the_backlog_trend(engine):
     states = [{"run_id": RUN, "last_batch_id": b, "backlog_rows": rows, "status": "waiting", "observed_ms": T0 + b * 1000}
               for b, rows in zip(range(4), (0, 6000, 6000, 6000))]
     assert liveness.slope(liveness.troughs(states)) > 1000  # what the trend read with the first batch
+
+
+def test_the_trough_is_the_backlog_at_the_batch_end_whenever_the_state_came():
+    """Batches end every second at b·1000 + 500 ms leaving 500 rows; 1 000 rows/s arrive. The reporter's state
+    that names a batch comes 0.1 s, 0.2 s, … 0.9 s after its end, so its backlog holds 600, 700, … 1 400 rows: the
+    smallest backlog per batch (the trough before 2026-11-27) reads a growth of about 90 rows/s where the job keeps
+    up: 0.045 s of work per second at this job's 2 000 rows/s of processing, just under the backlog rule's 0.05.
+    Less what arrived since each batch's end, the trend is flat; without an end or a rate, the old reading."""
+    states = [state(T0 + b * 1000 + 500 + 100 * (b - 5), "waiting", last=b, backlog=500 + 100 * (b - 5))
+              for b in range(6, 15)]
+    assert liveness.troughs(states) == [(pytest.approx((T0 + b * 1000 + 500) / 1000.0), pytest.approx(500.0))
+                                        for b in range(6, 15)]
+    assert liveness.slope(liveness.troughs(states)) == pytest.approx(0.0, abs=1e-6)
+    raw = [{**s, "last_batch_end_ms": None} for s in states]
+    assert liveness.slope(liveness.troughs(raw)) == pytest.approx(100 / 1.1)
+    # a state observed before the end it names (clocks of one driver: not expected) is not corrected
+    early = [{**s, "observed_ms": s["last_batch_end_ms"] - 1} for s in states]
+    assert [r for _, r in liveness.troughs(early)] == [s["backlog_rows"] for s in states]
+    # the earliest state after the end is the one read; the backlog is never below 0
+    two = [state(T0 + 6600, last=6, backlog=600), state(T0 + 6900, last=6, backlog=100)]
+    assert liveness.troughs(two) == [(pytest.approx((T0 + 6500) / 1000.0), pytest.approx(500.0))]
+    assert liveness.troughs([state(T0 + 6900, last=6, backlog=100)])[0][1] == 0.0
