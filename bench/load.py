@@ -297,10 +297,13 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
     if floor:
         from spark_governor.api.auth import hash_token
         from spark_governor.api.load_floor import TOKEN_ENV
+        from spark_governor.api.server import ProductionConfig
 
+        prod = ProductionConfig()  # serve's keep-alive, timeout and backlog: the same connection reuse
         command = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
                    "--worker-class", "gthread", "--threads", str(threads), "--log-level", "warning",
-                   "spark_governor.api.load_floor:create_floor_app()"]
+                   "--keep-alive", str(int(prod.keepalive_s)), "--timeout", str(int(prod.timeout_s)),
+                   "--backlog", str(prod.backlog), "spark_governor.api.load_floor:create_floor_app()"]
         env[TOKEN_ENV] = hash_token(TOKEN)
     else:
         command = [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port),
