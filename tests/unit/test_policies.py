@@ -85,6 +85,12 @@ def test_guard_bounds_step_and_cooldowns():
     old_rule = SafetyConfig(min_value=1, max_value=10, max_step=3, cooldown_up_after_down=True)
     assert "cool-down" in guard(6, 4, old_rule, after_down, NOW, 10).note
     held = KnobHistory(NOW - 100_000, 1, 3, True)
+    # the n-th evaluation after a change may act whatever the scheduler's jitter (issue #14): 1 ms early
+    # on the grid no longer holds it for a whole interval; a quarter interval early still does not count
+    assert guard(5, 4, cfg, KnobHistory(NOW - 9_999, 1), NOW, 10).value == 5
+    assert guard(5, 4, cfg, KnobHistory(NOW - 7_499, 1), NOW, 10).value is None
+    assert guard(3, 4, cfg, KnobHistory(NOW - 29_999, 1), NOW, 10).value == 3
+    assert guard(3, 4, cfg, KnobHistory(NOW - 27_499, 1), NOW, 10).value is None
     assert guard(5, 4, cfg, held, NOW, 10).note.startswith("held")
     assert guard(3, 4, cfg, held, NOW, 10).value == 3            # scale-down still allowed
 
