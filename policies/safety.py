@@ -8,8 +8,8 @@ no saving, as the Flink autoscaler delays only scale-downs (``scale-down.interva
 standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-out for 8 s
 (docs/benchmarks.md, run 17).
 A cool-down of n intervals ends at the n-th scheduled evaluation after the change, whatever the
-scheduler's jitter: a change counts as n intervals old from n − ``COOLDOWN_SLACK`` intervals on
-(not in the thesis; issue #14). Measured on the boundary itself, whether the next evaluation could
+scheduler's jitter: a change counts as n intervals old from a quarter interval (at most 2 s) before
+(:func:`cooldown_s`; not in the thesis; issue #14). Measured on the boundary itself, whether the next evaluation could
 act was decided by milliseconds: on the real cluster (run 43) a scale-out 8.007 s after the last one
 went through and another 7.999 s after one was held for a whole interval, while the simulator,
 evaluating on the exact grid, let both through.
@@ -51,11 +51,12 @@ class SafetyConfig(PolicyConfig):
                                                                 "is refused for this many seconds")
 
 
-#: Share of an evaluation interval by which a cool-down may end early: the scheduler's jitter (ms) and
-#: the order of jobs within a tick (up to seconds with many jobs) never decide whether the n-th
-#: evaluation after a change may act; an evaluation between ticks (a surge) within the last quarter of
-#: the cool-down may too.
+#: Share of a period (an evaluation interval, a scaling interval) by which a cool-down or a "once per
+#: period" gate may end early, at most ``MAX_SLACK_S``: the scheduler's jitter (ms) and the order of
+#: jobs within a tick never decide whether the n-th evaluation after a change may act; an evaluation
+#: between ticks (a surge) within that last part of the cool-down may too.
 COOLDOWN_SLACK = 0.25
+MAX_SLACK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,13 @@ def within_bounds(value: float, cfg: SafetyConfig) -> float:
     return value
 
 
-def cooldown_s(intervals: int, interval_s: float) -> float:
-    """Seconds after a change before a cool-down of ``intervals`` evaluation intervals is over: the
-    ``intervals``-th scheduled evaluation, less ``COOLDOWN_SLACK`` of an interval for its jitter; 0 for 0."""
-    return max(0.0, (intervals - COOLDOWN_SLACK) * interval_s) if intervals else 0.0
+def cooldown_s(intervals: float, interval_s: float) -> float:
+    """Seconds after a change before a cool-down of ``intervals`` periods of ``interval_s`` seconds is
+    over: the ``intervals``-th scheduled evaluation, less ``COOLDOWN_SLACK`` of a period (at most
+    ``MAX_SLACK_S``) for its jitter; 0 for 0."""
+    if intervals <= 0:
+        return 0.0
+    return max(0.0, intervals * interval_s - min(COOLDOWN_SLACK * interval_s, MAX_SLACK_S))
 
 
 def guard(proposed: Any, current: Any, cfg: SafetyConfig, history: KnobHistory, now_ms: int,

@@ -50,7 +50,7 @@ from pydantic import Field, model_validator
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import JobView, Policy, Proposal
-from spark_governor.policies.safety import SafetyConfig, within_bounds
+from spark_governor.policies.safety import SafetyConfig, cooldown_s, within_bounds
 
 
 def trigger_interval_s(view: JobView, configured: Optional[float]) -> Optional[float]:
@@ -132,8 +132,11 @@ class ThresholdPolicy(Policy):
 
     def evaluate(self, view: JobView, config: ThresholdConfig) -> list[Proposal]:
         last = view.last_decision_ms.get("executors")
-        if last is not None and view.now_ms - last < config.scaling_interval_s * 1000:
-            return []  # one decision per scaling interval, as Spark's ExecutorAllocationManager
+        if last is not None and view.now_ms - last < cooldown_s(1, config.scaling_interval_s) * 1000:
+            # one decision per scaling interval, as Spark's ExecutorAllocationManager on its timer; the
+            # evaluation one interval after a decision may act whatever its jitter (7.999 s after one
+            # held a scale-out for a whole interval on the real cluster, run 47)
+            return []
         current = view.current("executors")
         if current is None:
             return []

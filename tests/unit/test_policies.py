@@ -40,6 +40,11 @@ def test_threshold_infers_the_trigger_interval_and_waits_a_scaling_interval():
     recent = view(1.9, last_decision_ms={"executors": NOW - 30_000})
     assert pol.evaluate(recent, ThresholdConfig()) == []
     assert pol.evaluate(view(1.9, last_decision_ms={"executors": NOW - 61_000}), ThresholdConfig())
+    # the evaluation a scaling interval after a decision may act, 1 ms early on the scheduler's grid too
+    # (run 47: 7.999 s after one held a scale-out for a whole 8 s interval); a quarter interval early not
+    fast = ThresholdConfig(trigger_interval_s=2.0, scaling_interval_s=8)
+    assert pol.evaluate(view(1.9, last_decision_ms={"executors": NOW - 7_999}), fast)
+    assert pol.evaluate(view(1.9, last_decision_ms={"executors": NOW - 5_900}), fast) == []
 
 
 def test_threshold_uses_the_applied_directive_as_current_value():
