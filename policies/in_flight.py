@@ -121,7 +121,7 @@ def projected_latency_s(view: JobView, growth: float, horizon_s: float) -> float
 def _mean_processing_s(view: JobView) -> Optional[float]:
     """Mean processing time (s) of the window's completed batches, else of the latest one; None
     without batches."""
-    since = view.now_ms - int(view.window_s * 1000)
+    since = view.since_ms(view.window_s)
     recent = ([b.processing_s for b in view.batches if b.trigger_ms >= since]
               or [b.processing_s for b in view.batches[-1:]])
     return sum(recent) / len(recent) if recent else None

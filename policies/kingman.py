@@ -115,7 +115,7 @@ from spark_governor.policies.base import ConstraintStats, JobView, Policy, Propo
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
                                               sequence_wait, wave_slots, with_load)
-from spark_governor.policies.safety import SafetyConfig, within_bounds
+from spark_governor.policies.safety import SafetyConfig, cooldown_s, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
 
@@ -258,7 +258,7 @@ def arrival_rho(view: JobView, stage: StageStats, first: StageStats, rate_span_s
 def rate_trend(view: JobView, span_s: float) -> Optional[float]:
     """Least-squares slope of the per-batch arrival rate (rows/s per second) over the batches
     triggered in the last ``span_s`` seconds; None with fewer than three such batches."""
-    since = view.now_ms - int(span_s * 1000)
+    since = view.since_ms(span_s)
     pts = [(b.trigger_ms / 1000.0, b.input_rows_per_second) for b in view.batches
            if b.trigger_ms >= since and b.input_rows_per_second is not None]
     if len(pts) < 3:
@@ -399,7 +399,7 @@ def peak_load(view: JobView, cfg: KingmanConfig, span_s: float) -> float:
     window_ms = int((cfg.rate_span_s or view.window_s) * 1000)
     known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
     best = rate
-    for end in (b.trigger_ms for b in known if b.trigger_ms >= view.now_ms - span_s * 1000):
+    for end in (b.trigger_ms for b in known if b.trigger_ms >= view.since_ms(span_s)):
         recent = [b for b in known if end - window_ms <= b.trigger_ms <= end]
         gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
         if gaps > 0:
@@ -413,7 +413,7 @@ def trigger_wait_s(view: JobView, cfg: KingmanConfig) -> float:
     that overruns its interval delays the next one). The thesis has no trigger (digest §11.1: the
     trigger interval plays the role of the output-batch lifetime); 0 when neither is known."""
     interval = trigger_interval_s(view, cfg.trigger_interval_s) or 0.0
-    recent = [b.processing_s for b in view.batches if b.trigger_ms >= view.now_ms - view.window_s * 1000]
+    recent = [b.processing_s for b in view.batches if b.trigger_ms >= view.since_ms(view.window_s)]
     return max(interval, statistics.fmean(recent) if recent else 0.0) / 2.0
 
 
@@ -464,12 +464,13 @@ class KingmanPolicy(Policy):
         latest window after a scale-up are working off the backlog (the thesis keeps ES inactive for
         three intervals after a scale-up for that reason, §4.6.4), not a sign of a new bottleneck."""
         last = view.last_decision_ms.get("executors")
-        return last is not None and view.now_ms - last < view.window_s * 1000
+        # a change a whole span before the evaluation (on its grid, whatever the jitter) is not within it
+        return last is not None and view.now_ms - last < cooldown_s(1, view.window_s) * 1000
 
     def _query_load(self, view: JobView, cfg: KingmanConfig) -> Optional[float]:
         """Mean batch processing time / trigger interval over the recent batches (query-level ρ)."""
         interval = trigger_interval_s(view, cfg.trigger_interval_s)
-        since = view.now_ms - int(view.window_s * 1000)
+        since = view.since_ms(view.window_s)
         recent = [b.processing_s for b in view.batches if b.trigger_ms >= since]
         return statistics.fmean(recent) / interval if recent and interval else None
 

@@ -8,7 +8,7 @@ no saving, as the Flink autoscaler delays only scale-downs (``scale-down.interva
 standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-out for 8 s
 (docs/benchmarks.md, run 17).
 A cool-down of n intervals ends at the n-th scheduled evaluation after the change, whatever the
-scheduler's jitter: a change counts as n intervals old from a quarter interval (at most 2 s) before
+scheduler's jitter: a change counts as n intervals old from a quarter interval (at most 1 s) before
 (:func:`cooldown_s`; not in the thesis; issue #14). Measured on the boundary itself, whether the next evaluation could
 act was decided by milliseconds: on the real cluster (run 43) a scale-out 8.007 s after the last one
 went through and another 7.999 s after one was held for a whole interval, while the simulator,
@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from pydantic import Field
 
-from spark_governor.policies.base import PolicyConfig
+from spark_governor.policies.base import PolicyConfig, schedule_slack_s
 
 
 class SafetyConfig(PolicyConfig):
@@ -51,12 +51,6 @@ class SafetyConfig(PolicyConfig):
                                                                 "is refused for this many seconds")
 
 
-#: Share of a period (an evaluation interval, a scaling interval) by which a cool-down or a "once per
-#: period" gate may end early, at most ``MAX_SLACK_S``: the scheduler's jitter (ms) and the order of
-#: jobs within a tick never decide whether the n-th evaluation after a change may act; an evaluation
-#: between ticks (a surge) within that last part of the cool-down may too.
-COOLDOWN_SLACK = 0.25
-MAX_SLACK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -86,11 +80,12 @@ def within_bounds(value: float, cfg: SafetyConfig) -> float:
 
 def cooldown_s(intervals: float, interval_s: float) -> float:
     """Seconds after a change before a cool-down of ``intervals`` periods of ``interval_s`` seconds is
-    over: the ``intervals``-th scheduled evaluation, less ``COOLDOWN_SLACK`` of a period (at most
-    ``MAX_SLACK_S``) for its jitter; 0 for 0."""
+    over: the ``intervals``-th scheduled evaluation, less its jitter's slack
+    (:func:`~spark_governor.policies.base.schedule_slack_s`); 0 for 0. An evaluation between ticks (a
+    surge) within that slack of the end may act too."""
     if intervals <= 0:
         return 0.0
-    return max(0.0, intervals * interval_s - min(COOLDOWN_SLACK * interval_s, MAX_SLACK_S))
+    return max(0.0, intervals * interval_s - schedule_slack_s(interval_s))
 
 
 def guard(proposed: Any, current: Any, cfg: SafetyConfig, history: KnobHistory, now_ms: int,

@@ -111,7 +111,7 @@ def arrival_rate(view: JobView, span_s: Optional[float] = None) -> Optional[floa
     """Σ input rows / Σ trigger gaps (rows/s) of the batches triggered in the last ``span_s`` seconds
     (default: the view's window); the latest batch with a rate when none was; None without batches."""
     known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
-    since = view.now_ms - int((view.window_s if span_s is None else span_s) * 1000)
+    since = view.since_ms(view.window_s if span_s is None else span_s)
     recent = [b for b in known if b.trigger_ms >= since] or known[-1:]
     gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
     return sum(b.num_input_rows for b in recent) / gaps if gaps > 0 else None

@@ -61,7 +61,7 @@ def snapshot(view: JobView) -> dict:
         out["bound_s"] = c.bound_s
         if c.latency_s is not None:
             out["latency_s"] = c.latency_s
-    since = view.now_ms - int(view.window_s * 1000)
+    since = view.since_ms(view.window_s)
     recent = [b for b in view.batches if b.trigger_ms >= since]
     out["batches"] = len(recent)
     if recent:
