@@ -121,6 +121,18 @@ def test_arrival_rate_is_rows_over_trigger_gaps_and_survives_overrunning_batches
     assert arrival_rate(JobView("j", NOW, 30.0)) is None
 
 
+def test_a_batch_triggered_a_window_before_the_evaluation_counts_whatever_the_jitter():
+    """Run 48 on the real cluster: the batch triggered 24 s before the evaluation was out of the 24 s
+    window by 1 ms and the rate read 15 998 rows/s (the latest batch alone); runs 47 and 49 and the
+    simulator read 12 496 (both batches). Within the schedule's slack (1 s) it counts."""
+    ramp = (BatchStats(1, NOW - 24_001, 8.0, 72_000, 9_000.0, None),
+            BatchStats(2, NOW - 16_000, 13.6, 128_000, 16_000.0, None))
+    v = JobView("j", NOW, 24.0, batches=ramp)
+    assert arrival_rate(v) == pytest.approx(200_000 / 16)
+    early = (BatchStats(0, NOW - 25_001, 8.0, 16_000, 2_000.0, None),) + ramp[1:]
+    assert arrival_rate(JobView("j", NOW, 24.0, batches=early)) == pytest.approx(16_000)  # older: not
+
+
 def test_falls_back_to_the_stage_input_rate_without_batches():
     # no batches: the first stage's rate is the target, load = its utilization (0.5): in band
     assert UtilizationTargetPolicy().evaluate(view([stage()]), CFG) == []
