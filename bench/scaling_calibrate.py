@@ -44,7 +44,11 @@ on the same staircase, for every policy of that run, side by side with the real 
   - warm-up (control plane only): ``warmup_factor`` and the tasks it lasts, sample-weighted over
     the runs (none measured: no warm-up). The measured tasks count every stage's tasks on the new
     executor, while a simulated task is a partition's whole batch (all its stages): ``warmup_tasks`` =
-    measured tasks / the job's stages per batch (the most stage templates a run's ``service`` lists).
+    measured tasks / the job's stages per batch (the most stage templates a run's ``service`` lists),
+    rounded up: one slow task of the first stage makes the new executor's first simulated task slow.
+    (Rounded to the nearest until 2026-11-27, 1 task / 2 stages gave 0 and no warm-up at all: run 52,
+    Kingman without its spare, lost a span on the spike to new executors ×2.3 slow on their first
+    task, and the simulator kept every span.)
     ``warmup_s`` stays 0: the measured ``duration_s`` is the same window in wall time (until the last
     slow task), and the simulator would slow every task in it on top of the counted ones.
 
@@ -191,7 +195,7 @@ def cluster_params(report: dict) -> dict:
             "driver_overhead_s": fit["overhead_s"] if use_fit else plane if plane is not None else _weighted(ovh),
             "task_overhead_s": fit["task_overhead_s"] if use_fit else None,
             "task_overhead_per_slot_s": fit.get("task_overhead_per_slot_s") if use_fit else None,
-            "warmup_factor": _weighted(factor), "warmup_tasks": round(t / stages) if t is not None else None,
+            "warmup_factor": _weighted(factor), "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
             "warmup_s": _weighted(secs), "stages_per_batch": stages,
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
             "noise_sigma": fit["noise_sigma"] if use_fit else None,

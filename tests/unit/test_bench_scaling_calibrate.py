@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from spark_governor.api.cli import main
-from spark_governor.bench.scaling_calibrate import fit_split, load_report, run_calibration
+from spark_governor.bench.scaling_calibrate import cluster_params, fit_split, load_report, run_calibration
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25.json"
 # ``spark-governor bench scaling-real --policies kingman,threshold,utilization-target,static`` (defaults: staircase
@@ -44,6 +44,8 @@ ISOCOST = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-1
 # defaults; run 45 (03:29): the 8x spike, the same three, with the backlog trend read at each batch's end
 SHARP3 = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-0236.json"
 SPIKE3 = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-0329.json"
+#: run 52, Kingman without its spare on the spike (``spare_when: slow``, ``max_utilization`` 0.98): one span lost
+LEAN_SPIKE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-0602.json"
 #: run 49, run 43's configs after the schedule's slack (the baselines' second scale-out at 88 s, as simulated)
 ISOCOST49 = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-0534.json"
 
@@ -381,3 +383,15 @@ def test_the_baselines_steps_are_simulated_within_5_points(path):
     assert real["kingman"] == 1.0 and max(real["threshold"], real["utilization-target"]) < 0.85
     for r in out["results"]:
         assert abs(r["gap_points"]) <= 5.0, r
+
+
+def test_a_new_executors_slow_first_task_is_simulated():
+    """Run 52: Kingman without a spare met the 8× step with one executor, its new executors ran their first
+    task ×2.3 slower, and one span of 23 was lost. One slow task of the job's first stage (of two) is one slow
+    simulated task (a partition's whole batch), not round(1/2) = 0: the simulator loses spans too."""
+    report = load_report(LEAN_SPIKE)
+    cluster = cluster_params(report)
+    assert cluster["warmup_factor"] > 2 and cluster["warmup_tasks"] == 1
+    (row,) = run_calibration(report, seed=0, seeds=5)["results"]
+    assert row["real"]["slo_attainment_windows"] < 1.0 and row["sim"]["slo_attainment_windows"] < 0.99
+    assert abs(row["gap_points"]) <= 5.0
