@@ -398,8 +398,8 @@ def peak_load(view: JobView, cfg: KingmanConfig, span_s: float) -> float:
         return 1.0
     window_ms = int((cfg.rate_span_s or view.window_s) * 1000)
     known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
-    best = rate
-    for end in (b.trigger_ms for b in known if b.trigger_ms >= view.since_ms(span_s)):
+    best, since = rate, view.since_ms(span_s)
+    for end in (b.trigger_ms for b in known if b.trigger_ms >= since):
         recent = [b for b in known if end - window_ms <= b.trigger_ms <= end]
         gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
         if gaps > 0:

@@ -9,10 +9,10 @@ standalone cluster a scale-down 2 s before a 4x rate step held the step's scale-
 (docs/benchmarks.md, run 17).
 A cool-down of n intervals ends at the n-th scheduled evaluation after the change, whatever the
 scheduler's jitter: a change counts as n intervals old from a quarter interval (at most 1 s) before
-(:func:`cooldown_s`; not in the thesis; issue #14). Measured on the boundary itself, whether the next evaluation could
-act was decided by milliseconds: on the real cluster (run 43) a scale-out 8.007 s after the last one
-went through and another 7.999 s after one was held for a whole interval, while the simulator,
-evaluating on the exact grid, let both through.
+(:func:`cooldown_s`; not in the thesis; issue #14). Measured on the boundary itself, whether the
+next evaluation could act was decided by milliseconds: on the real cluster (run 43) a scale-out
+8.007 s after the last one went through and another 7.999 s after one was held for a whole
+interval, while the simulator, evaluating on the exact grid, let both through.
 The effectiveness check follows the Flink autoscaler's idea: N evaluation intervals after an
 applied change, the observed effect is compared with the predicted one; after K ineffective
 scale-ups in a row, further scale-ups of that knob are held until an effective one or an operator
@@ -49,8 +49,6 @@ class SafetyConfig(PolicyConfig):
                                              "(policies.verification); false: only report it as harmful")
     rollback_cooloff_s: float = Field(600.0, ge=0, description="After a rollback, the same change (knob and value) "
                                                                 "is refused for this many seconds")
-
-
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,14 @@ def test_guard_bounds_step_and_cooldowns():
     assert guard(3, 4, cfg, held, NOW, 10).value == 3            # scale-down still allowed
 
 
+def test_a_window_over_batches_starts_a_jitter_slack_early():
+    """``JobView.since_ms``: a quarter of the span earlier, at most 1 s (``policies.base.schedule_slack_s``)."""
+    v = JobView(job="j", now_ms=NOW, window_s=24)
+    assert v.since_ms(24) == NOW - 25_000
+    assert v.since_ms(2) == NOW - 2_500
+    assert v.since_ms(0) == NOW
+
+
 def test_effectiveness_and_holds():
     assert judge_effect({"ratio": 1.2}, {"ratio": 0.6}, {"ratio": 0.7}, 0.1) is True
     assert judge_effect({"ratio": 1.2}, {"ratio": 0.6}, {"ratio": 1.19}, 0.1) is False
