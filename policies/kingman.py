@@ -3,7 +3,9 @@
 The job declares latency constraints (``aggregators.constraints``); every evaluation this policy
 models each constrained stage as a G/G/1 queue (thesis §4.6.2, digest 004 §5.2), fits the model to
 the measured wait, and asks for the fewest executors whose predicted latency meets every bound
-(the Spark objective of digest §11.5 on top of Algorithm 7's model; ``policies.queueing``).
+(the Spark objective of digest §11.5 on top of Algorithm 7's model; ``policies.queueing``). Its
+options are ``policies.kingman_config``; the signals it sizes with beyond the thesis (rate trend,
+live and peak rate, provisioning delay, warm-up, trigger wait) ``policies.kingman_signals``.
 
 **Template-vertex statistics → model** (digest §11.3; one choice per quantity, all in seconds,
 per *task*). Records of a micro-batch move through a stage in bulk with their task, so the
@@ -106,16 +108,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Literal, Optional
-
-from pydantic import Field, model_validator
+from typing import Optional
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
+from spark_governor.policies.kingman_config import KingmanConfig
+from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load, probed,
+                                                     provisioning_delay_s, rate_rising, register_delay_s,
+                                                     trigger_wait_s, uses_live_rate, warm_equivalent)
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
                                               sequence_wait, wave_slots, with_load)
-from spark_governor.policies.safety import SafetyConfig, cooldown_s, within_bounds
+from spark_governor.policies.safety import cooldown_s, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
 
@@ -127,99 +131,6 @@ def _p_maxes(plan: dict) -> list[int]:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
-
-
-class KingmanConfig(SafetyConfig):
-    w_ob: Optional[float] = Field(None, ge=0, lt=1, description="Share of the latency slack left to batching "
-                                                                "(Eq. 4.9); unset: use the measured non-queueing latency")
-    safety_factor: float = Field(1.0, gt=0, le=1, description="Multiplies the queueing budget")
-    e_clamp_low: float = Field(0.1, gt=0, description="Lower clamp of the fitting coefficient ([C]: 0.8)")
-    e_clamp_high: float = Field(10.0, gt=0, description="Upper clamp of the fitting coefficient ([C]: 1.2)")
-    max_utilization: float = Field(0.9, gt=0, lt=1, description="Utilization floor: never plan a stage above this")
-    bottleneck_utilization: float = Field(0.99, gt=0, description="A stage at or above this is a bottleneck")
-    min_relative_change: float = Field(0.04, ge=0, description="Hysteresis: ignore smaller relative changes")
-    warmup_windows: int = Field(2, ge=1, description="Statistics windows with data needed before deciding")
-    trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
-    slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
-    bulk_arrivals: bool = Field(True, description="c_A of a stage from its bulk task arrivals (tasks per slot − 1), "
-                                                  "not from launch interarrival; see bulk_arrival_cv")
-    scale_down_margin: float = Field(0.1, ge=0, lt=1, description="Scale down only when, one executor fewer, "
-                                                                  "latency ≤ (1 − this)·bound and utilization ≤ "
-                                                                  "max_utilization − this; 0: off")
-    latest_window_bottleneck: bool = Field(True, description="Also a bottleneck: a stage busy ≥ bottleneck_utilization "
-                                                              "in its latest statistics window (thesis: the last adjustment "
-                                                              "interval), unless the executors changed within the span")
-    settle_after_change: bool = Field(True, description="Within the statistics span after an executor change, "
-                                                        "only the model's ρ can flag a bottleneck (not busy time "
-                                                        "or overrunning batches, which a backlog keeps high)")
-    rate_span_s: Optional[float] = Field(10.0, gt=0, description="Arrival rate over the batches triggered in the last "
-                                                                "this many seconds (unset: the statistics span); "
-                                                                "short, so a rate step is seen within an interval")
-    arrival_utilization: bool = Field(True, description="ρ from the source's arrival rate × per-record service "
-                                                        "(can exceed 1 under overload); see arrival_rho")
-    in_flight: bool = Field(True, description="Scale out at once (Eq. 4.12) on a batch or record in flight past "
-                                              "the bound, or a growing backlog, without waiting for the batch")
-    backlog_growth_ratio: float = Field(0.05, gt=0, description="A backlog growing by this many seconds of work "
-                                                                "per second is scaled out (with in_flight)")
-    backlog_projected: bool = Field(True, description="A growing backlog is scaled out only when it would carry the "
-                                                      "latency past the bound within the provisioning delay and one "
-                                                      "batch period (:func:`backlog_horizon_s`); false: any growth "
-                                                      "of backlog_growth_ratio")
-    cluster_model: bool = Field(True, description="Use the job's measured cluster profile (provisioning delay, "
-                                                  "driver overhead): latency terms, scale-outs sized for the rate "
-                                                  "trend; off or no profile: the paper's model")
-    provisioning_delay_s: Optional[float] = Field(None, ge=0, description="Directive → new executors working, "
-                                                                          "seconds; unset: the measured one")
-    trend_span_s: float = Field(30.0, gt=0, description="The arrival-rate trend is fitted over the batches "
-                                                        "triggered in the last this many seconds")
-    max_load_growth: float = Field(2.0, ge=1, description="A scale-out is sized for at most this many times "
-                                                          "the current arrival rate")
-    scale_down_delay_s: float = Field(15.0, ge=0, description="Lazy scale-down (Flink's scale-down.interval): "
-                                                              "no scale-down within this many seconds of an "
-                                                              "executor decision, and it must keep the bound "
-                                                              "at the highest arrival rate of that long")
-    after_scale_down_s: float = Field(12.0, ge=0, description="No scale-up within this many seconds after a "
-                                                              "scale-down (the removed executor's tasks are re-run, "
-                                                              "the batch it interrupted runs late), unless work in "
-                                                              "flight is older than twice the bound")
-    spare_executors: int = Field(1, ge=0, description="Executors kept beyond the plan (spare capacity for a "
-                                                      "rate step while a scale-out takes effect)")
-    spare_when: Literal["always", "blind", "rising", "auto", "slow"] = Field(
-        "always", description="When the spare executors are kept (outside bottlenecks): 'always'; 'blind': unless "
-                              "the sources are probed (LiveStats.arrival_probed: a rate step shows in the live "
-                              "rate within a second, and the plan is made for it), i.e. 'always' where a "
-                              "step shows only once a batch at the new rate completes; 'rising': only "
-                              "while the arrival rate is rising (see rate_rising), released by the lazy "
-                              "scale-down; 'auto': 'rising' when new executors work within the time between "
-                              "batch starts (measured or configured provisioning delay), else 'always'; "
-                              "'slow': 'always' when they do not register within that time (or the delay "
-                              "is unknown), else never (a step is then met by the live rate, where the "
-                              "source shows it between batches, and the in-flight rules)")
-    spare_rise_margin: float = Field(0.1, ge=0, description="With spare_when 'rising': the rate is rising when "
-                                                            "the live rate or the trend over the provisioning "
-                                                            "delay is more than this share above the measured rate")
-    live_rate: Optional[bool] = Field(None, description="Also size for the source's arrival rate of the live "
-                                                        "state when above the completed batches' (a rate step "
-                                                        "not yet in a completed batch; see live_load); unset: "
-                                                        "when the sources are probed (arrival_probed)")
-    warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
-                                                  "keep the bound while its new executors are still slow, "
-                                                  "else it adds executors (see warm_equivalent)")
-    wave_sizing: bool = Field(True, description="Size in whole task waves: a count of slots that leaves "
-                                                "slots idle in a stage's last wave buys nothing (4 tasks "
-                                                "on 3 slots run in 2 waves, as on 2): a planned size is "
-                                                "raised to the next count that does not, a doubling or a "
-                                                "spare trimmed to the fewest slots with its waves "
-                                                "(queueing.wave_slots / same_waves_slots); off: the thesis")
-    backlog_tolerance_intervals: float = Field(1.5, gt=0, description="No scale-down while the rows waiting are "
-                                                                      "more than this many trigger intervals of "
-                                                                      "arrivals (a backlog being worked off)")
-
-    @model_validator(mode="after")
-    def _clamp(self):
-        if self.e_clamp_low > self.e_clamp_high:
-            raise ValueError("e_clamp_low must not exceed e_clamp_high")
-        return self
 
 
 def bulk_arrival_cv(tasks_per_run: int, parallelism: int) -> float:
@@ -253,168 +164,6 @@ def arrival_rho(view: JobView, stage: StageStats, first: StageStats, rate_span_s
     if tpr is None or rate is None or not first.records_in_per_second:
         return None
     return rate * stage.records_in_per_second / first.records_in_per_second / (tpr * stage.parallelism)
-
-
-def rate_trend(view: JobView, span_s: float) -> Optional[float]:
-    """Least-squares slope of the per-batch arrival rate (rows/s per second) over the batches
-    triggered in the last ``span_s`` seconds; None with fewer than three such batches."""
-    since = view.since_ms(span_s)
-    pts = [(b.trigger_ms / 1000.0, b.input_rows_per_second) for b in view.batches
-           if b.trigger_ms >= since and b.input_rows_per_second is not None]
-    if len(pts) < 3:
-        return None
-    mx, my = statistics.fmean(x for x, _ in pts), statistics.fmean(y for _, y in pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx > 0 else None
-
-
-def provisioning_delay_s(cluster: Optional[ClusterInputs], cfg: KingmanConfig) -> Optional[float]:
-    """Directive sent → new executors working (s): configured, else measured (``cluster``), else None."""
-    if cfg.provisioning_delay_s is not None:
-        return cfg.provisioning_delay_s
-    return cluster.provisioning_delay_s if cluster is not None else None
-
-
-def backlog_horizon_s(view: JobView, cfg: KingmanConfig) -> Optional[float]:
-    """How far ahead (s) a growing backlog is projected against the bound (``backlog_projected``;
-    ``policies.in_flight``; issue #14, not in the thesis, whose scaler sees no backlog): the
-    provisioning delay (measured, else two batch periods) plus one batch period (max(trigger interval,
-    mean batch time): the next evaluation comes about then). A growth that crosses the bound later
-    is left to later evaluations, which see it again with its latency. None: off."""
-    if not cfg.backlog_projected:
-        return None
-    delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
-    return in_flight.horizon_s(view, delay, 2 * trigger_wait_s(view, cfg))
-
-
-def register_delay_s(cluster: Optional[ClusterInputs], cfg: KingmanConfig) -> Optional[float]:
-    """Directive sent → new executors registered, offered tasks (s): the configured
-    ``provisioning_delay_s``, else the measured registration delay, else the measured delay to their
-    first finished task, else None. Unlike :func:`provisioning_delay_s` it leaves out the wait for the
-    next micro-batch and the new executor's first task, which the trigger interval and the warm-up
-    make, not the cluster's speed at providing executors."""
-    if cfg.provisioning_delay_s is not None:
-        return cfg.provisioning_delay_s
-    if cluster is None:
-        return None
-    return cluster.register_s if cluster.register_s is not None else cluster.provisioning_delay_s
-
-
-def load_growth(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> float:
-    """The factor (≥ 1, ≤ ``max_load_growth``) by which the arrival rate is expected to have grown
-    when executors asked for now are working: ``1 + slope·(delay + rate_span/2)/rate``, with the rate
-    of :func:`arrival_rate` (the mean over the last ``rate_span_s``, i.e. centred half a span ago) and
-    the slope of :func:`rate_trend`. Issue #14; the thesis scales on the load of the last interval
-    (its workers start in well under a second, §4.6.4), so a linear extrapolation over the measured
-    provisioning delay is this project's choice. 1 without a delay, a rate or a rising trend."""
-    if not delay_s:
-        return 1.0
-    rate = arrival_rate(view, cfg.rate_span_s)
-    slope = rate_trend(view, cfg.trend_span_s)
-    if not rate or slope is None or slope <= 0:
-        return 1.0
-    return min(cfg.max_load_growth, 1.0 + slope * (delay_s + (cfg.rate_span_s or view.window_s) / 2.0) / rate)
-
-
-def live_load(view: JobView, cfg: KingmanConfig) -> float:
-    """The source's arrival rate in the live state (``LiveStats.arrival_rows_per_second``: rows
-    arriving now, reported between batches) over the completed batches' (:func:`arrival_rate` over
-    ``rate_span_s``), ≥ 1 (a measured rate, not an extrapolation: not capped by ``max_load_growth``);
-    1 without either. A rate step shows in the live
-    rate within a reporting interval, in the completed batches only once the first batch at the new
-    rate has run (issue #14, "See the job between batches"); the thesis measures Ā at the input of a
-    vertex from items already sent to it (§4.6.2), the same quantity — here read before the batch."""
-    live = view.live
-    if live is None or not live.arrival_rows_per_second:
-        return 1.0
-    rate = arrival_rate(view, cfg.rate_span_s)
-    if not rate:
-        return 1.0
-    return max(1.0, live.arrival_rows_per_second / rate)
-
-
-def probed(view: JobView) -> bool:
-    """Whether the job's sources are probed now (``LiveStats.arrival_probed``; ``collectors.source_probe``):
-    its live arrival rate shows a rate step within a second, not once a batch at the new rate completes."""
-    return view.live is not None and view.live.arrival_probed and bool(view.live.arrival_rows_per_second)
-
-
-def uses_live_rate(view: JobView, cfg: KingmanConfig) -> bool:
-    """``live_rate`` as set, else (unset, the default) whether the sources are probed (:func:`probed`): a
-    live rate extrapolated from completed batches' offsets shows a step no earlier than they do."""
-    return cfg.live_rate if cfg.live_rate is not None else probed(view)
-
-
-def rate_rising(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:
-    """Whether the arrival rate is rising by more than ``spare_rise_margin`` (a share, e.g. 0.1 = 10 %)
-    of the measured rate (:func:`arrival_rate` over ``rate_span_s``, rows/s): the live rate (rows/s
-    arriving now, :func:`live_load`) above it by that share, or the trend (:func:`rate_trend`, least
-    squares over ``trend_span_s``) extrapolated over ``delay_s`` + half a ``rate_span_s`` (seconds; the
-    provisioning delay, 0 when unknown) above it by that share. ``spare_when: rising`` keeps the spare
-    executors only then (issue #14; not in the thesis, which sizes for the measured rate, §4.6.4): a
-    step is sized in parts while the first batches at the new rate complete, and the spare covers the
-    part not yet measured; on a flat or falling rate it is only cost. The trend fitted over
-    ``trend_span_s`` stays up for that long after a step, so the spare is released lazily."""
-    if live_load(view, cfg) > 1.0 + cfg.spare_rise_margin:
-        return True
-    rate = arrival_rate(view, cfg.rate_span_s)
-    slope = rate_trend(view, cfg.trend_span_s)
-    if not rate or slope is None or slope <= 0:
-        return False
-    horizon = (delay_s or 0.0) + (cfg.rate_span_s or view.window_s) / 2.0
-    return slope * horizon / rate > cfg.spare_rise_margin
-
-
-def warm_equivalent(cluster: Optional[ClusterInputs], current: int, target: int, horizon_s: float) -> float:
-    """The warm executors' worth (≥ ``current``, ≤ ``target``) of a pool of ``target`` executors,
-    ``target − current`` of them new and warming up: over the next ``horizon_s`` seconds (the time
-    between batch starts) a new executor works ``warmup_factor`` times slower for its measured
-    ``warmup_s`` (``aggregators.cluster_profile``), so it delivers η = 1 − min(1, warmup_s/horizon)·(1 −
-    1/factor) of a warm one: ``current + (target − current)·η``. ``target`` itself without a measured
-    warm-up (factor ≤ 1 or no duration), for a scale-in or without a horizon.
-
-    Not in the thesis: its workers start and work at full speed in well under a second (§4.6.4, "almost
-    instantly visible"), so Algorithm 8 sizes for the steady state only. On Spark a new executor starts
-    Python workers and loads state first (issue #14; measured on the standalone cluster: the first
-    tasks 1.1–2.8× the steady service for 4–7 s), and the batch that runs on it then is the one a
-    scale-out was for. Averaging the slowdown over one interval is this project's approximation: the
-    latency bound is on the mean over a constraint span (one to two batches), not on every task."""
-    if cluster is None or target <= current or not horizon_s or horizon_s <= 0:
-        return float(target)
-    f, d = cluster.warmup_factor, cluster.warmup_s
-    if not f or f <= 1.0 or not d or d <= 0:
-        return float(target)
-    eta = 1.0 - min(1.0, d / horizon_s) * (1.0 - 1.0 / f)
-    return current + (target - current) * eta
-
-
-def peak_load(view: JobView, cfg: KingmanConfig, span_s: float) -> float:
-    """The highest arrival rate over the last ``span_s`` seconds relative to the current one (≥ 1):
-    the rate of :func:`arrival_rate` over ``rate_span_s`` ending at each batch triggered within the
-    span, the largest over the current. A lazy scale-down must keep the bound at that load (Flink's
-    autoscaler keeps the highest parallelism wanted over ``scale-down.interval``; extension)."""
-    rate = arrival_rate(view, cfg.rate_span_s)
-    if not rate or span_s <= 0:
-        return 1.0
-    window_ms = int((cfg.rate_span_s or view.window_s) * 1000)
-    known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
-    best, since = rate, view.since_ms(span_s)
-    for end in (b.trigger_ms for b in known if b.trigger_ms >= since):
-        recent = [b for b in known if end - window_ms <= b.trigger_ms <= end]
-        gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
-        if gaps > 0:
-            best = max(best, sum(b.num_input_rows for b in recent) / gaps)
-    return best / rate
-
-
-def trigger_wait_s(view: JobView, cfg: KingmanConfig) -> float:
-    """Mean wait of a record for the micro-batch that takes it (s): half the time between batch
-    starts, max(trigger interval, mean batch processing time) / 2 (records arrive uniformly; a batch
-    that overruns its interval delays the next one). The thesis has no trigger (digest §11.1: the
-    trigger interval plays the role of the output-batch lifetime); 0 when neither is known."""
-    interval = trigger_interval_s(view, cfg.trigger_interval_s) or 0.0
-    recent = [b.processing_s for b in view.batches if b.trigger_ms >= view.since_ms(view.window_s)]
-    return max(interval, statistics.fmean(recent) if recent else 0.0) / 2.0
 
 
 def vertex_model(stage: StageStats, cfg: KingmanConfig, rho: Optional[float] = None) -> Optional[VertexModel]:

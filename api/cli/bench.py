@@ -132,7 +132,7 @@ def bench_scaling_whatif(calibrate: str, staircases, variants, probe, seeds: int
 
     from spark_governor.bench.scaling_calibrate import CalibrationError, load_report
     from spark_governor.bench.scaling_whatif import STAIRCASES, format_whatif, parse_staircases, run_whatif
-    from spark_governor.policies.kingman import KingmanConfig
+    from spark_governor.policies.kingman_config import KingmanConfig
 
     try:
         stairs = parse_staircases(staircases) if staircases else STAIRCASES

@@ -85,7 +85,7 @@ def test_kingman_keeps_a_latency_constraint_with_few_executors(standalone_cluste
         assert all(1 <= d["new_value"] <= 3 for d in ds)
         assert len(downs) >= peak - 1
         # lazy scale-down (issue #14): none within scale_down_delay_s of the previous executor decision
-        from spark_governor.policies.kingman import KingmanConfig
+        from spark_governor.policies.kingman_config import KingmanConfig
 
         delay_ms = KingmanConfig().scale_down_delay_s * 1000
         ordered = sorted(ds, key=lambda d: d["created_ms"])

@@ -162,7 +162,8 @@ def test_kingman_decides_the_same_on_replayed_and_live_statistics(event_logs, en
     from spark_governor.aggregators.models import batches, jobs, latency_constraints
     from spark_governor.aggregators.view import build_view
     from spark_governor.api.replay import replay
-    from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy
+    from spark_governor.policies.kingman import KingmanPolicy
+    from spark_governor.policies.kingman_config import KingmanConfig
 
     replay(engine, event_logs["plain"], job="live-plain")
     live_file = tmp_path / "live.db"

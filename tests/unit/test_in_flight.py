@@ -101,7 +101,8 @@ def test_the_judged_age_starts_again_at_each_decision_and_the_trend_settles():
 
 
 # -- the executor policies ----------------------------------------------------------------------
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy  # noqa: E402
+from spark_governor.policies.kingman import KingmanPolicy  # noqa: E402
+from spark_governor.policies.kingman_config import KingmanConfig  # noqa: E402
 from spark_governor.policies.threshold import ThresholdConfig, ThresholdPolicy  # noqa: E402
 from spark_governor.policies.utilization_target import UtilizationTargetConfig, UtilizationTargetPolicy  # noqa: E402
 

@@ -5,8 +5,9 @@ import pytest
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, LiveStats, StageStats
 from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInputs, cluster_of
-from spark_governor.policies.kingman import (KingmanConfig, KingmanPolicy, load_growth, peak_load, rate_trend,
-                                             trigger_wait_s)
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
+from spark_governor.policies.kingman_signals import load_growth, peak_load, rate_trend, trigger_wait_s
 from spark_governor.policies.queueing import VertexModel, with_load
 
 NOW = 1_000_000_000

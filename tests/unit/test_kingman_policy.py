@@ -4,7 +4,8 @@ import math
 import pytest
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, StageStats
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy, vertex_model
+from spark_governor.policies.kingman import KingmanPolicy, vertex_model
+from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.queueing import kingman_wait
 
 NOW = 1_000_000_000

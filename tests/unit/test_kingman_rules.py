@@ -4,7 +4,8 @@ import math
 import pytest
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, StageStats
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy, arrival_rho, bulk_arrival_cv, vertex_model
+from spark_governor.policies.kingman import KingmanPolicy, arrival_rho, bulk_arrival_cv, vertex_model
+from spark_governor.policies.kingman_config import KingmanConfig
 
 NOW = 1_000_000_000
 # the spare executor (on by default) has its own test; the other rules are checked on the plan alone

@@ -13,7 +13,9 @@ from spark_governor.bench.scaling_calibrate import cluster_params, load_report, 
 from spark_governor.bench.scaling_whatif import run_whatif
 from spark_governor.policies.base import LiveStats
 from spark_governor.policies.cluster_inputs import ClusterInputs
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy, rate_rising
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
+from spark_governor.policies.kingman_signals import rate_rising
 
 from test_kingman_cluster import NOW, view
 

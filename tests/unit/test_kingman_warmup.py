@@ -6,7 +6,9 @@ import pytest
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, StageStats
 from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInputs
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy, warm_equivalent
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
+from spark_governor.policies.kingman_signals import live_load, warm_equivalent
 
 NOW = 1_000_000_000
 CFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0)
@@ -95,7 +97,6 @@ def _live(arrival):
 def test_live_load_is_the_live_arrival_rate_over_the_completed_batches():
     from dataclasses import replace
 
-    from spark_governor.policies.kingman import live_load
 
     v = view([3000] * 8)
     assert live_load(replace(v, live=_live(9000.0)), CFG) == pytest.approx(3.0)  # measured: not capped at 2

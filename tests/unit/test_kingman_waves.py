@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_governor.policies.base import LiveStats
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.queueing import rebalance_spark, same_waves_slots, sequence_wait, wave_slots
 
 from test_kingman_cluster import NOW, view

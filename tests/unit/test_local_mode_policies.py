@@ -5,7 +5,8 @@ and as "add 1")."""
 import pytest
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, StageStats
-from spark_governor.policies.kingman import KingmanConfig, KingmanPolicy
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.queueing import kingman_wait
 from spark_governor.policies.safety import KnobHistory, SafetyConfig, guard
 from spark_governor.policies.threshold import (ThresholdConfig, ThresholdPolicy, UtilizationConfig,
