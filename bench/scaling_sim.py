@@ -52,9 +52,11 @@ Model (kept simple on purpose):
   or, with ``up_delays_s`` (measured delays), a delay drawn from them per request.
   Lowering it first cancels outstanding requests (newest first), then releases registered
   executors when the running batch ends (idle executors are killed, as
-  ``collectors.appliers.ExecutorApplier`` does), at once when no batch runs. Executor-seconds
-  integrate *allocated* executors (registered + requested but not yet registered: provisioning is
-  paid for), over [0, duration].
+  ``collectors.appliers.ExecutorApplier`` does), at once when no batch runs; a released executor
+  takes no task but stays listed ``release_delay_s`` longer (0 by default; the standalone cluster:
+  6 s). Executor-seconds integrate *allocated* executors (registered + requested but not yet
+  registered: provisioning is paid for; + released but still listed), over [0, duration]; the
+  timeline's registered executors count the listed ones, as the driver's executor list does.
 * End of run: no event after ``duration`` is simulated except that the batch running at the end
   is finished so its latency is counted; rows arrived after the last batch's start are reported as
   ``unprocessed_rows``.
@@ -102,6 +104,7 @@ class _State:
     cut: int = 0
     next_eval: int = 0
     exec_ms: int = 0  # ∫ allocated dt, executor-milliseconds
+    leaving: list[list[int]] = field(default_factory=list)  # released executors still listed: [gone_ms, count]
     clock: int = 0
     # registered executors in registration order: [id, registered ms (None: present at t = 0), warm-up
     # tasks left] (only read when the params have a warm-up)
@@ -109,12 +112,17 @@ class _State:
     next_exec: int = 0
 
     @property
+    def listed(self) -> int:
+        """Registered executors and those released but not gone yet (``SimParams.release_delay_s``)."""
+        return self.registered + sum(c for _, c in self.leaving)
+
+    @property
     def allocated(self) -> int:
-        return self.registered + sum(c for _, c in self.requests)
+        return self.listed + sum(c for _, c in self.requests)
 
     @property
     def target(self) -> int:
-        return self.allocated - self.release
+        return self.registered + sum(c for _, c in self.requests) - self.release
 
 
 SURGE_CHECK_MS = round(SURGE_CHECK_S * 1000)
@@ -183,6 +191,8 @@ class Simulation:
                 events.append((self._next_surge, 4, self._surge))
             if self.s.requests:
                 events.append((min(a for a, _ in self.s.requests), 0, self._arrive))
+            if self.s.leaving:
+                events.append((min(g for g, _ in self.s.leaving), 0, self._gone))
             if self.s.running:
                 events.append((self.s.running.end, 1, self._end_batch))
             else:
@@ -191,10 +201,10 @@ class Simulation:
             if t > self.D:
                 break
             self._advance(t)
-            before = (self.s.registered, self.s.allocated)
+            before = (self.s.listed, self.s.allocated)
             handler(t)
-            if (self.s.registered, self.s.allocated) != before:
-                self.timeline.append((t / 1000.0, self.s.registered, self.s.allocated))
+            if (self.s.listed, self.s.allocated) != before:
+                self.timeline.append((t / 1000.0, self.s.listed, self.s.allocated))
         self._advance(self.D)
         if self.s.running:  # finish the batch in flight so its latency counts
             self.batches.append(self._record(self.s.running))
@@ -367,9 +377,15 @@ class Simulation:
         return self.p.up_delay_s
 
     def _remove_execs(self, count: int) -> None:
-        """Release ``count`` registered executors, the newest first."""
+        """Release ``count`` registered executors, the newest first; they stay listed (and paid for)
+        ``release_delay_s`` longer."""
         if count > 0:
             del self.s.execs[-count:]
+            if self.p.release_delay_s > 0:
+                self.s.leaving.append([self.s.clock + round(self.p.release_delay_s * 1000), count])
+
+    def _gone(self, t: int) -> None:
+        self.s.leaving = [x for x in self.s.leaving if x[0] > t]
 
     def _check_applied(self, t: int) -> None:
         if self.s.requests or self.s.release:

@@ -52,6 +52,12 @@ class SimParams:
     # the delay has a long tail (5.2–6.8 s, and 13–31 s for the executors asked for while the host was
     # busiest, ``scaling-real-2026-11-25-1539``) that one median does not carry. Empty: ``up_delay_s``.
     up_delays_s: tuple[float, ...] = ()
+    # Released executor → gone from the driver's executor list, seconds (issue 14): a scale-in kills its
+    # executors when no batch runs (``collectors.appliers.ExecutorApplier``), and on the standalone cluster
+    # each then stays listed — and paid for — another 5.2–7.0 s (median 6.1 s of 119 scale-ins, runs 30–61,
+    # 2026-11-26/27), offered no task. Counted in the executor-seconds and the timeline's registered
+    # executors, never in the slots. 0: gone at once (today's model).
+    release_delay_s: float = 0.0
     # The driver's per-batch overhead outside the tasks, after the last one (offset/commit log writes,
     # state-store commit, progress; issue 14: 2–4 s on the real standalone cluster), seconds, added
     # unchanged (no noise) to every batch's duration. 0: today's model, where ``overhead_s`` is the

@@ -278,6 +278,27 @@ def test_calibration_of_the_loaded_sharper_staircase_run():
     assert out["params"]["task_overhead_per_slot_s"] > 0
 
 
+def test_release_delays_run_from_the_batch_end_to_the_executor_leaving_the_list():
+    """The applier kills only between batches: a scale-in decided while a batch runs is released at
+    that batch's end; gone is half a sample before the first sample at the new size. A scale-in
+    overtaken by the next decision before its sample is skipped."""
+    from spark_governor.bench.scaling_calibrate import release_delays
+
+    run = {"timeline": [[0.0, 4], [30.0, 4], [37.0, 2], [60.0, 2], [67.0, 1], [80.0, 1], [85.0, 2]],
+           "batch_points": [[24.0, 1000, 4, 6.0], [32.0, 1000, 2, 2.0], [56.0, 1000, 2, 2.0]],
+           "decisions": [{"t_s": 26.0, "old": 4, "new": 2}, {"t_s": 61.0, "old": 2, "new": 1},
+                         {"t_s": 70.0, "old": 1, "new": 2}, {"t_s": 75.0, "old": 2, "new": 1},
+                         {"t_s": 76.0, "old": 1, "new": 2}]}
+    # 26 s: inside the batch of 24–30 s, released at 30, gone by 37 (36.5): 6.5 s; 61 s: between batches,
+    # gone by 67: 5.5 s; 75 s: overtaken at 76 before a sample shows it
+    assert release_delays(run) == pytest.approx([6.5, 5.5])
+    # the real runs: every release the quiet run 49 made took 5–7 s (the median of 119 was 6.1 s)
+    report = load_report(ISOCOST49)
+    delays = [d for r in report["results"] for d in release_delays(r)]
+    assert delays and all(5.0 <= d <= 7.5 for d in delays)
+    assert 5.0 <= cluster_params(report)["release_delay_s"] <= 7.5
+
+
 def test_registration_delays_pair_executors_with_requests_first_in_first_out():
     """Spark grants executor requests in order: the k-th executor to register answers the oldest request
     still outstanding; a scale-in cancels the newest outstanding requests first. Times are half a sample

@@ -90,6 +90,26 @@ def test_provisioning_delay_registers_executors_that_long_after_the_directive():
         assert (10.0, 3) in allocated  # requested executors are paid for while they are provisioned
 
 
+def test_a_released_executor_stays_listed_and_paid_for_its_release_delay():
+    """A scale-in 3 → 1 at 10 s: the two executors take no task after their release, and stay in the
+    driver's list (the timeline's registered executors) and in the executor-seconds 6 s longer."""
+    def down():
+        return Controller(OneStepUp(1, 10.0), SafetyConfig(min_value=1, max_value=4, cooldown_intervals_after_any=0), 3)
+
+    base = simulate(rate, 60.0, down(), SimParams(**QUIET))
+    slow = simulate(rate, 60.0, down(), SimParams(**QUIET, release_delay_s=6.0))
+    assert [(a.t_s, a.old, a.new) for a in slow.actions] == [(10.0, 3, 1)]
+    assert [(b.start_s, b.processing_s) for b in slow.batches] == [(b.start_s, b.processing_s) for b in base.batches]
+    released = next(t for t, r, _ in base.timeline if r == 1)  # at once, or when the running batch ends
+    assert released >= 10.0
+    assert (released, 3, 3) not in slow.timeline[1:]  # no change at the release itself: still listed
+    assert (released + 6.0, 1, 1) in slow.timeline
+    assert slow.executor_seconds == pytest.approx(base.executor_seconds + 2 * 6.0)
+    sim = Simulation(rate, 60.0, down(), SimParams(**QUIET, release_delay_s=6.0))
+    sim.run()
+    assert sim.s.registered == 1 and not sim.s.leaving  # offered no task after the release; gone by the end
+
+
 def test_warm_schedule_without_warm_up_is_list_schedule():
     rng = np.random.default_rng(1)
     service = rng.uniform(0.5, 1.5, 9)
