@@ -21,7 +21,7 @@ on the same staircase, for every policy of that run, side by side with the real 
     host was busiest), ``up_delay_s`` = their median. Without such delays (no scale-out, no timeline):
     the sample-weighted mean of the runs' median register delays the control plane measured;
   - release: ``release_delay_s``, the median over every run's scale-ins of executor released (the end
-    of the batch running at the decision) → gone from the driver's list (:func:`release_delays`; 6.1 s
+    of the batch running at the decision) → gone from the driver's list (:func:`release_delays`; 5.5 s
     on the standalone cluster). Not measured (no scale-in): 0. It moves only the executor-seconds:
     over runs 43–61 the simulated/real ratio went from 0.98 to 1.00 on average;
   - the batch model, fitted on every run's ``batch_points`` together, with the driver overhead
@@ -253,7 +253,7 @@ def release_delays(run: dict) -> list[float]:
     batches (``collectors.appliers.ExecutorApplier``), so the release is the end of the batch running at
     the decision, else the decision; gone is the first sample at or below the new size, less
     ``SAMPLE_LAG_S``. A scale-in overtaken by the next decision before its sample is skipped. On the
-    standalone cluster 5.2–7.0 s (median 6.1 s, 119 scale-ins of runs 30–61): the reporter's next cycle
+    standalone cluster 4.7–7.8 s (median 5.5 s, 113 scale-ins of runs 14–61): the reporter's next cycle
     (≤ 1 s), then the master kills the executor's process and the driver hears of it."""
     tl = sorted((float(t), int(n)) for t, n in run.get("timeline") or [] if n is not None)
     decs = sorted((float(d["t_s"]), int(d["old"]), int(d["new"])) for d in run.get("decisions") or []

@@ -54,7 +54,7 @@ Model (kept simple on purpose):
   executors when the running batch ends (idle executors are killed, as
   ``collectors.appliers.ExecutorApplier`` does), at once when no batch runs; a released executor
   takes no task but stays listed ``release_delay_s`` longer (0 by default; the standalone cluster:
-  6 s). Executor-seconds integrate *allocated* executors (registered + requested but not yet
+  5.5 s). Executor-seconds integrate *allocated* executors (registered + requested but not yet
   registered: provisioning is paid for; + released but still listed), over [0, duration]; the
   timeline's registered executors count the listed ones, as the driver's executor list does.
 * End of run: no event after ``duration`` is simulated except that the batch running at the end

@@ -54,8 +54,8 @@ class SimParams:
     up_delays_s: tuple[float, ...] = ()
     # Released executor → gone from the driver's executor list, seconds (issue 14): a scale-in kills its
     # executors when no batch runs (``collectors.appliers.ExecutorApplier``), and on the standalone cluster
-    # each then stays listed — and paid for — another 5.2–7.0 s (median 6.1 s of 119 scale-ins, runs 30–61,
-    # 2026-11-26/27), offered no task. Counted in the executor-seconds and the timeline's registered
+    # each then stays listed — and paid for — another 4.7–7.8 s (5th–95th percentile; median 5.5 s of
+    # 113 scale-ins, runs 14–61, 2026-11-26/27), offered no task. Counted in the executor-seconds and the timeline's registered
     # executors, never in the slots. 0: gone at once (today's model).
     release_delay_s: float = 0.0
     # The driver's per-batch overhead outside the tasks, after the last one (offset/commit log writes,

@@ -292,7 +292,7 @@ def test_release_delays_run_from_the_batch_end_to_the_executor_leaving_the_list(
     # 26 s: inside the batch of 24–30 s, released at 30, gone by 37 (36.5): 6.5 s; 61 s: between batches,
     # gone by 67: 5.5 s; 75 s: overtaken at 76 before a sample shows it
     assert release_delays(run) == pytest.approx([6.5, 5.5])
-    # the real runs: every release the quiet run 49 made took 5–7 s (the median of 119 was 6.1 s)
+    # the real runs: every release the quiet run 49 made took 5–7.5 s (the median of 113 was 5.5 s)
     report = load_report(ISOCOST49)
     delays = [d for r in report["results"] for d in release_delays(r)]
     assert delays and all(5.0 <= d <= 7.5 for d in delays)
