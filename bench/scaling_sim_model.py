@@ -55,8 +55,8 @@ class SimParams:
     # Released executor → gone from the driver's executor list, seconds (issue 14): a scale-in kills its
     # executors when no batch runs (``collectors.appliers.ExecutorApplier``), and on the standalone cluster
     # each then stays listed — and paid for — another 4.7–7.8 s (5th–95th percentile; median 5.5 s of
-    # 113 scale-ins, runs 14–61, 2026-11-26/27), offered no task. Counted in the executor-seconds and the timeline's registered
-    # executors, never in the slots. 0: gone at once (today's model).
+    # 113 scale-ins, runs 14–61, 2026-11-26/27), offered no task. Counted in the executor-seconds and
+    # the timeline's registered executors, never in the slots. 0: gone at once (today's model).
     release_delay_s: float = 0.0
     # The driver's per-batch overhead outside the tasks, after the last one (offset/commit log writes,
     # state-store commit, progress; issue 14: 2–4 s on the real standalone cluster), seconds, added
