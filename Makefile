@@ -19,8 +19,9 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/spark-governor demo --seconds 60
 
+# no -q: mkdocs' --strict counts only the warnings it logs, and -q logs none
 test: install
-	$(BIN)/mkdocs build --strict -q -d site
+	$(BIN)/mkdocs build --strict -d site
 	$(BIN)/python -m pytest -q
 
 # the quick loop: no Spark, no servers
