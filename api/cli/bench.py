@@ -70,11 +70,13 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, varian
               help="PNG of executors and rate over time ('' to skip).")
 @click.option("--calibrate", "calibrate", default=None, type=click.Path(dir_okay=False),
               help="A `bench scaling-real` JSON: simulate its staircase and policies with the cluster parameters it "
-                   "measured and print simulated vs real attainment and executor-seconds (seeds --seed.. +4; "
+                   "measured and print simulated vs real attainment and executor-seconds (--calibrate-seeds seeds from --seed; "
                    "--profiles/--duration/--plot unused; --out default bench-results/scaling-calibrate.json).")
+@click.option("--calibrate-seeds", default=5, show_default=True, type=click.IntRange(1, 1000),
+              help="With --calibrate: simulated seeds per policy run (--seed, --seed + 1, …).")
 @click.pass_context
 def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int, out: str, plot: str,
-                  calibrate) -> None:
+                  calibrate, calibrate_seeds: int) -> None:
     """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
     from spark_governor.bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
 
@@ -85,7 +87,7 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
         if ctx.get_parameter_source("out") is click.core.ParameterSource.DEFAULT:
             out = "bench-results/scaling-calibrate.json"
         try:
-            result = run_calibration(load_report(calibrate), seed=seed)
+            result = run_calibration(load_report(calibrate), seed=seed, seeds=calibrate_seeds)
         except CalibrationError as exc:
             raise click.ClickException(f"--calibrate: {exc}") from None
         write_json(result, out, indent=2)
