@@ -53,13 +53,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from spark_governor.bench.scaling_sim import RateFn, simulate
 from spark_governor.bench.scaling_sim_control import Controller, StaticPolicy
 from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
+from spark_governor.collectors.reporter import STATE_INTERVAL_S
 from spark_governor.policies.registry import get_policy, validate_config
 from spark_governor.policies.safety import SafetyConfig
 
@@ -134,6 +135,7 @@ def governed(policy: str, config: dict | None = None) -> Builder:
 #: and from planning the 90 % floor; see the README, "Scaling policies".)
 KINGMAN_CONFIG: dict = {}
 
+GOVERNED = ("kingman", "threshold", "utilization-target")  # the control-plane policies the benches run
 POLICIES: list[PolicyEntry] = [
     PolicyEntry("static-min", static(lambda p, mean: p.min_executors)),
     PolicyEntry("static-mean", static(lambda p, mean: p.executors_for_rate(mean))),
@@ -143,6 +145,34 @@ POLICIES: list[PolicyEntry] = [
     PolicyEntry("utilization-target", governed("utilization-target")),
 ]
 BASELINE = "static-max"
+
+#: What the product's control plane sees of a job beyond its completed batches (issue 14): the live
+#: state between batches (running batch, backlog, the source's offsets) the reporter sends every
+#: ``STATE_INTERVAL_S``, and the cluster profile (provisioning delay, warm-up, driver overhead) it
+#: measures from the job's events. ``bench scaling`` simulates with it by default (``--live-state``);
+#: without it (``--no-live-state``) the policies see the completed batches only, the thesis' view and
+#: the benchmark's model until 2026-11-27.
+LIVE_STATE = {"live_view": True, "state_interval_s": STATE_INTERVAL_S, "cluster_profile": True}
+
+
+def bench_params(live_state: bool = True) -> SimParams:
+    """The benchmark's simulator parameters: :data:`DEFAULT_PARAMS`, with :data:`LIVE_STATE` when
+    ``live_state``."""
+    return replace(DEFAULT_PARAMS, **LIVE_STATE) if live_state else DEFAULT_PARAMS
+
+
+def configured(configs: dict[str, dict], policies: list[PolicyEntry] | None = None) -> list[PolicyEntry]:
+    """``policies`` (default :data:`POLICIES`) with each governed entry named in ``configs`` built with
+    those overrides on top of its own config (Kingman's :data:`KINGMAN_CONFIG`, the others' defaults)
+    — ``bench scaling --config POLICY=JSON``. ValueError naming a policy that is not a governed entry."""
+    policies = POLICIES if policies is None else policies
+    names = {e.name for e in policies if e.name in GOVERNED}
+    unknown = sorted(set(configs) - names)
+    if unknown:
+        raise ValueError(f"not a governed policy of the bench: {', '.join(unknown)} (choose from {', '.join(sorted(names))})")
+    return [PolicyEntry(e.name, governed(e.name, {**(KINGMAN_CONFIG if e.name == "kingman" else {}),
+                                                  **configs[e.name]}))
+            if e.name in configs else e for e in policies]
 MIN_STATIC = "min-static"
 ATTAINMENT_TARGET = 0.95
 ATTAINMENT_METRIC = "slo_attainment_windows"  # what min-static and the goal judge attainment by
@@ -211,10 +241,13 @@ def goal(row: dict, threshold: dict | None) -> dict:
 
 
 def run_scaling_bench(profiles: tuple[str, ...] = tuple(PROFILES), duration_s: float = 1200.0, seed: int = 0,
-                      params: SimParams = DEFAULT_PARAMS, policies: list[PolicyEntry] = POLICIES,
-                      oscillation_intervals: int = 12) -> dict:
+                      params: SimParams | None = None, policies: list[PolicyEntry] = POLICIES,
+                      oscillation_intervals: int = 12, configs: dict[str, dict] | None = None) -> dict:
     """Every policy on every profile, plus the smallest static size meeting the SLO; returns the
-    JSON-ready report."""
+    JSON-ready report. ``params``: default :func:`bench_params` (with the live state); ``configs``:
+    overrides of governed policies' configs (:func:`configured`), recorded in the report."""
+    params = bench_params() if params is None else params
+    policies = configured(configs, policies) if configs else policies
     window_s = oscillation_intervals * params.eval_interval_s
     rows, timelines, profile_info = [], {}, {}
     for name in profiles:
@@ -269,6 +302,7 @@ def run_scaling_bench(profiles: tuple[str, ...] = tuple(PROFILES), duration_s: f
             "constraint_span_s": params.constraint_span_s, "attainment_target": ATTAINMENT_TARGET,
             "attainment_metric": ATTAINMENT_METRIC,
             "oscillation_window_s": window_s, "params": asdict(params), "kingman_config": KINGMAN_CONFIG,
+            "live_state": params.live_view, "configs": configs or {},
             "profiles": profile_info, "timelines": timelines}
 
 

@@ -100,13 +100,12 @@ from pathlib import Path
 
 import numpy as np
 
-from spark_governor.bench.scaling import count_oscillations, governed, static
+from spark_governor.bench.scaling import GOVERNED, count_oscillations, governed, static
 from spark_governor.bench.scaling_real_measure import fit_batches
 from spark_governor.bench.scaling_sim import simulate
 from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
 from spark_governor.collectors.reporter import STATE_INTERVAL_S
 
-GOVERNED = ("kingman", "threshold", "utilization-target")
 SAMPLE_LAG_S = 0.5  # the driver's executor samples are 1 s apart: a registration is ~0.5 s before the first
 GAP_GOAL_POINTS = 5.0  # issue 14: simulated vs real attainment within 5 points
 

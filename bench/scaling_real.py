@@ -57,7 +57,7 @@ import requests
 
 from spark_governor.api.processes import wait_for
 from spark_governor.bench.latency_truth import span_truths
-from spark_governor.bench.scaling import count_oscillations
+from spark_governor.bench.scaling import GOVERNED, count_oscillations
 from spark_governor.bench.scaling_real_measure import measure_run
 from spark_governor.bench.scaling_sim_model import Action
 from spark_governor.bench.standalone import Driver, StandaloneCluster
@@ -65,7 +65,6 @@ from spark_governor.bench.standalone import Driver, StandaloneCluster
 TOKEN = "bench-scaling-real"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DEFAULT_LEVELS = (2000.0, 8000.0, 16000.0, 8000.0, 2000.0)
-GOVERNED = ("kingman", "threshold", "utilization-target")  # control-plane policies a run can use
 POLICIES = (*GOVERNED, "static")
 PARTITIONS = 4  # tasks per stage of bench/scaling_job.py (numPartitions, spark.sql.shuffle.partitions)
 

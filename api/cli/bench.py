@@ -74,13 +74,24 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, varian
                    "--profiles/--duration/--plot unused; --out default bench-results/scaling-calibrate.json).")
 @click.option("--calibrate-seeds", default=5, show_default=True, type=click.IntRange(1, 1000),
               help="With --calibrate: simulated seeds per policy run (--seed, --seed + 1, …).")
+@click.option("--live-state/--no-live-state", default=True, show_default=True,
+              help="The policies see the job between batches and the cluster profile, as the control plane "
+                   "does (bench.scaling.LIVE_STATE); off: the completed batches only (the thesis' view).")
+@click.option("--config", "configs", multiple=True, metavar="POLICY=JSON",
+              help="Overrides of a governed policy's defaults, e.g. 'kingman={\"spare_executors\": 0}'; "
+                   "repeatable, one per policy.")
 @click.pass_context
 def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int, out: str, plot: str,
-                  calibrate, calibrate_seeds: int) -> None:
+                  calibrate, calibrate_seeds: int, live_state: bool, configs: tuple[str, ...]) -> None:
     """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
-    from spark_governor.bench.scaling import PROFILES, format_table, plot_report, run_scaling_bench
+    from spark_governor.bench.scaling import GOVERNED, PROFILES, bench_params, format_table, plot_report, run_scaling_bench
 
     if calibrate is not None:
+        for name in ("live_state", "configs"):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                option = "--config" if name == "configs" else "--live-state/--no-live-state"
+                raise click.BadParameter("not with --calibrate (it replays the real run's configs and view)",
+                                         param_hint=option)
         from spark_governor.bench.scaling_calibrate import (CalibrationError, format_calibration, load_report,
                                                            run_calibration)
 
@@ -100,8 +111,10 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
     if unknown or not names:
         raise click.BadParameter(f"unknown {unknown or 'empty list'}; choose from {sorted(PROFILES)}",
                                  param_hint="--profiles")
+    overrides = _policy_configs(configs, GOVERNED)
     started = time.perf_counter()
-    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed)
+    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed, params=bench_params(live_state),
+                               configs=overrides)
     write_json(report, out, indent=2)
     click.echo(format_table(report))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.1f} s)", err=True)
@@ -383,7 +396,8 @@ def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, d
     (BadParameter naming the policy and the field)."""
     from pydantic import ValidationError
 
-    from spark_governor.bench.scaling_real import GOVERNED, full_config
+    from spark_governor.bench.scaling import GOVERNED
+    from spark_governor.bench.scaling_real import full_config
 
     out: dict[str, dict] = {}
     for item in raw:

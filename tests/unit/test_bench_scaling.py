@@ -1,6 +1,7 @@
 """``bench scaling``: the micro-batch simulator, the policy comparison and its CLI command."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from spark_governor.bench.scaling import (
     MIN_STATIC,
     POLICIES,
     PROFILES,
+    bench_params,
+    configured,
     count_oscillations,
     format_table,
     goal,
@@ -26,6 +29,7 @@ from spark_governor.bench.scaling import (
 from spark_governor.bench.scaling_sim import Simulation, simulate
 from spark_governor.bench.scaling_sim_control import Controller, StaticPolicy
 from spark_governor.bench.scaling_sim_model import Action, SimParams, list_schedule
+from spark_governor.collectors.reporter import STATE_INTERVAL_S
 from spark_governor.policies.base import Policy, Proposal
 from spark_governor.policies.safety import SafetyConfig
 
@@ -399,3 +403,63 @@ def test_executors_registering_during_a_batch_take_its_pending_tasks():
     left = 200 - done_by_20
     expected = 20 - b.start_s + math.ceil(left / 4) * b.rows / 200 * params.row_cost_s
     assert b.processing_s == pytest.approx(expected, abs=0.05)
+
+
+# -- the live state and config overrides (bench scaling --live-state, --config) ----------------------
+def test_the_bench_simulates_the_control_planes_live_state_by_default():
+    live, plain = bench_params(), bench_params(live_state=False)
+    assert (live.live_view, live.cluster_profile, live.state_interval_s) == (True, True, STATE_INTERVAL_S)
+    assert plain == SimParams()
+    rate = PROFILES["spike"](300)
+    for policy in ("kingman", "threshold", "utilization-target"):
+        with_state = simulate(rate, 300, governed(policy)(live, 5000), live, seed=0)
+        without = simulate(rate, 300, governed(policy)(plain, 5000), plain, seed=0)
+        # the in-flight rules act only on the live state (the running batch, the backlog)
+        assert any("in flight" in a.reason or "backlog" in a.reason for a in with_state.actions), policy
+        assert not any("in flight" in a.reason or "backlog" in a.reason for a in without.actions), policy
+    rep = run_scaling_bench(profiles=("spike",), duration_s=300, policies=[e for e in POLICIES if e.name == "kingman"])
+    assert rep["live_state"] is True and rep["params"]["live_view"] is True and rep["configs"] == {}
+
+
+def test_configured_overrides_one_governed_policy():
+    entries = configured({"kingman": {"spare_executors": 0}})
+    assert [e.name for e in entries] == [e.name for e in POLICIES]
+    assert all(a is b for a, b in zip(entries, POLICIES) if a.name != "kingman")
+    params = bench_params()
+    ctrl = next(e for e in entries if e.name == "kingman").build(params, 5000)
+    assert ctrl.config.spare_executors == 0 and ctrl.config.max_value == params.max_executors
+    default = next(e for e in POLICIES if e.name == "kingman").build(params, 5000)
+    assert default.config.spare_executors == 1
+    rate = PROFILES["staircase"](600)
+    lean = simulate(rate, 600, ctrl, params, seed=0)
+    assert lean.executor_seconds < simulate(rate, 600, default, params, seed=0).executor_seconds
+    with pytest.raises(ValueError, match="static-max"):
+        configured({"static-max": {}})
+
+
+def test_cli_live_state_and_config(tmp_path):
+    out = tmp_path / "s.json"
+    r = CliRunner().invoke(main, ["bench", "scaling", "--profiles", "spike", "--duration", "300", "--no-live-state",
+                                  "--config", 'kingman={"spare_executors": 0}', "--config",
+                                  'threshold={"scale_up_ratio": 0.8}', "--out", str(out), "--plot", ""],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["live_state"] is False and data["params"]["live_view"] is False
+    assert data["configs"] == {"kingman": {"spare_executors": 0}, "threshold": {"scale_up_ratio": 0.8}}
+    expected = run_scaling_bench(profiles=("spike",), duration_s=300, params=bench_params(False),
+                                 configs={"kingman": {"spare_executors": 0}, "threshold": {"scale_up_ratio": 0.8}})
+    assert data["results"] == json.loads(json.dumps(expected["results"]))
+    for bad, words in ((['kingman={"spare_executors": -1}'], ["kingman", "spare_executors"]),
+                       (["nope={}"], ["nope"]), (['kingman=[1]'], ["JSON object"]),
+                       (['kingman={}', 'kingman={}'], ["twice"])):
+        gone = tmp_path / "bad.json"
+        args = [x for c in bad for x in ("--config", c)]
+        res = CliRunner().invoke(main, ["bench", "scaling", "--profiles", "spike", "--duration", "300", *args,
+                                        "--out", str(gone), "--plot", ""])
+        assert res.exit_code == 2 and all(w in res.output for w in words), res.output
+        assert not gone.exists()
+    fixture = Path(__file__).parent.parent / "data" / "scaling-real-2026-11-27-1143.json"
+    res = CliRunner().invoke(main, ["bench", "scaling", "--calibrate", str(fixture), "--config", "kingman={}",
+                                    "--out", str(tmp_path / "c.json")])
+    assert res.exit_code == 2 and "--calibrate" in res.output and not (tmp_path / "c.json").exists()
