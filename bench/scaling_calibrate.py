@@ -379,7 +379,8 @@ def run_rate(report: dict, run: dict):
 #: Kingman options added after a real run's config was stored (``report["kingman_config"]`` lists every
 #: option of its day), with the value that behaves as the code did before them: a replay of that run
 #: gets these where its config lacks them
-REPLAY_KINGMAN = {"wave_sizing": False, "scale_down_delay_s": 30.0}  # the delay's default until 2026-11-27
+REPLAY_KINGMAN = {"wave_sizing": False, "scale_down_delay_s": 30.0,  # the delay's default until 2026-11-27
+                  "catch_up": False}
 #: the same for the options every governed policy has (reports before 2026-11-26 20:45 UTC stored no
 #: config for threshold and utilization-target: their replay gets these too)
 REPLAY_GOVERNED = {"cooldown_up_after_down": True, "backlog_projected": False}

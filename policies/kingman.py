@@ -112,6 +112,7 @@ from typing import Optional
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
+from spark_governor.policies.catch_up import catch_up_slots
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
 from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load, probed,
@@ -473,6 +474,9 @@ class KingmanPolicy(Policy):
         wanted = in_flight.scaled(current, p)
         if p.kind == "in-flight":
             wanted = max(wanted, 2 * current)  # Eq. 4.12: a bottleneck gets at least double
+        catch_up = self._catch_up(view, cfg)
+        if catch_up is not None:
+            wanted = max(wanted, catch_up)
         plan = self.plan(view, cfg)
         if plan is not None:
             wanted = max(wanted, plan["executors"])
@@ -504,6 +508,27 @@ class KingmanPolicy(Policy):
                   "plan": {"executors": new, "constraints": cons, "in_flight": p.kind}, "unit": view.executor_unit}
         prediction = {"constraints": {name: None for name in cons}, "utilization": rho * current / new}
         return [Proposal("executors", new, reason, inputs, prediction)]
+
+    @staticmethod
+    def _catch_up(view: JobView, cfg: KingmanConfig) -> Optional[int]:
+        """Executors that keep up with the arrival rate and work the rows waiting off within
+        ``catch_up_s`` (unset: the tightest latency bound, else one batch period), at
+        ``max_utilization`` (:func:`policies.catch_up.catch_up_slots`, with the provisioning delay
+        the backlog keeps growing over); None with ``catch_up`` off or nothing to size from. Not in
+        the thesis: its bottleneck rule doubles per interval (Eq. 4.12), which stays the floor. The
+        Flink autoscaler sizes sources for the input rate + lag / ``catch-up.duration`` (default
+        minutes, for throughput); here the horizon is the latency bound: the rows waiting are late
+        already. Measured in ``bench scaling`` (seeds 0–4, 2026-11-27): the sinusoid's first minute
+        on one executor recovers one evaluation sooner (+0.6–0.8 points), the other profiles and
+        the calibrated cluster (at most 4 executors) unchanged."""
+        if not cfg.catch_up:
+            return None
+        horizon = cfg.catch_up_s or in_flight.bound_s(view) or 2 * trigger_wait_s(view, cfg)
+        delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
+        slots = catch_up_slots(view, horizon, cfg.max_utilization, delay)
+        if slots is None:
+            return None
+        return math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor) - 1e-9)
 
     @staticmethod
     def _disrupted_by_scale_down(view: JobView, cfg: KingmanConfig) -> bool:

@@ -93,6 +93,14 @@ class KingmanConfig(SafetyConfig):
                                                 "raised to the next count that does not, a doubling or a "
                                                 "spare trimmed to the fewest slots with its waves "
                                                 "(queueing.wave_slots / same_waves_slots); off: the thesis")
+    catch_up: bool = Field(True, description="Under in-flight pressure, also size for the arrival rate plus the "
+                                             "rows waiting worked off within catch_up_s (policies.catch_up, the "
+                                             "Flink autoscaler's catch-up rate), not only for Eq. 4.12's "
+                                             "doubling; off: the thesis' doubling alone")
+    catch_up_s: Optional[float] = Field(None, gt=0, description="With catch_up: the seconds to work the rows "
+                                                                 "waiting off in; unset: the tightest latency "
+                                                                 "bound (its records are late already), else one "
+                                                                 "batch period")
     backlog_tolerance_intervals: float = Field(1.5, gt=0, description="No scale-down while the rows waiting are "
                                                                       "more than this many trigger intervals of "
                                                                       "arrivals (a backlog being worked off)")

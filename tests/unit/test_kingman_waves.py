@@ -131,9 +131,12 @@ def test_an_in_flight_scale_out_goes_to_whole_waves():
     live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=1.0,
                      backlog_rows=80000.0, backlog_s=4.0, processing_rows_per_second=10000.0,
                      backlog_growth_rows_per_second=1000.0, trigger_interval_s=4.0, completed_batches=3)
-    eager = {"spare_when": "always", "backlog_projected": False}
+    eager = {"spare_when": "always", "backlog_projected": False, "catch_up": False}
     assert decide(_job(2, 0.5, live=live), **eager) == [(4, None)]
     assert decide(_job(2, 0.5, live=live), **eager, wave_sizing=False) == [(3, None)]
+    # sized to work the 80 000 rows off within the bound as well (policies.catch_up): never beyond the 4 tasks
+    assert decide(_job(2, 0.5, live=live), **{**eager, "catch_up": True}) == [(4, None)]
+    assert decide(_job(2, 0.5, live=live), **{**eager, "catch_up": True}, wave_sizing=False) == [(4, None)]
     # by default the growth is projected: 0.1 s/s over the horizon stays far within the bound, nothing to do
     assert decide(_job(2, 0.5, live=live), spare_when="always") == []
 

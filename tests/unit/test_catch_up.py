@@ -1,0 +1,100 @@
+"""Catch-up sizing (``policies.catch_up``) and its use by Kingman under in-flight pressure: exact, on
+hand-made views."""
+import math
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, StageStats
+from spark_governor.policies.catch_up import catch_up_rate, catch_up_slots
+from spark_governor.policies.kingman import KingmanPolicy
+from spark_governor.policies.kingman_config import KingmanConfig
+
+NOW = 1_800_000_000_000
+
+
+def stage(key="s", records=4000.0, util=1.0, p=2, tasks=200):
+    # true rate per slot = records / (util × p) = 2 000 rows per busy slot-second
+    return StageStats(key=key, name=key, tasks=tasks, service_mean_s=0.5, latency_mean_s=1.0, utilization=util,
+                      parallelism=p, records_in_per_second=records, utilization_windows=(util, util),
+                      max_tasks=tasks)
+
+
+def batches(rate, n=6, gap_s=4.0):
+    rows = int(rate * gap_s)
+    return tuple(BatchStats(i, NOW - int((n - i) * gap_s * 1000), 2.0, rows, rows / gap_s, rows / 2.0)
+                 for i in range(n))
+
+
+def view(backlog=60_000.0, growth=None, arrival=5000.0, stages=None, executors=2, bound=8.0, age=20.0):
+    live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=age,
+                     oldest_record_age_s=age + 4.0, oldest_record_source="source", backlog_rows=backlog,
+                     processing_rows_per_second=4000.0, arrival_rows_per_second=arrival,
+                     backlog_growth_rows_per_second=growth, trigger_interval_s=4.0, completed_batches=6)
+    return JobView(job="j", now_ms=NOW, window_s=30.0, stages=tuple(stages or (stage(),)), batches=batches(4000.0),
+                   executors=executors, slots=executors, live=live,
+                   constraints=(ConstraintStats("e2e", None, bound, 5.0, latency_s=12.0),))
+
+
+def test_the_catch_up_rate_adds_the_backlog_over_the_horizon():
+    # 5 000 rows/s arriving, 60 000 waiting, 8 s to work them off: 5 000 + 7 500
+    assert catch_up_rate(view(), 8.0) == pytest.approx(12_500.0)
+    # a backlog growing by 3 000 rows/s grows 30 000 more over a 10 s provisioning delay
+    assert catch_up_rate(view(growth=3000.0), 8.0, delay_s=10.0) == pytest.approx(5000 + 90_000 / 8)
+    assert catch_up_rate(view(growth=-3000.0), 8.0, delay_s=10.0) == pytest.approx(12_500.0)  # shrinking: as now
+    # no live arrival rate: the completed batches' (4 000 rows/s)
+    assert catch_up_rate(view(arrival=None), 8.0) == pytest.approx(4000 + 7500)
+    for nothing in (view(backlog=0.0), view(backlog=None), replace(view(), live=None)):
+        assert catch_up_rate(nothing, 8.0) is None
+    assert catch_up_rate(view(), 0.0) is None
+
+
+def test_catch_up_slots_are_the_busy_slots_at_that_rate_over_rho_max():
+    # 12 500 rows/s at 2 000 rows per busy slot-second: 6.25 busy slots, at ρ_max 0.9: 6.94
+    assert catch_up_slots(view(), 8.0, 0.9) == pytest.approx(6.25 / 0.9)
+    # a second stage seeing half the records per source row, at 1 000 rows per busy slot-second: + 6.25
+    two = [stage("a"), stage("b", records=2000.0, util=1.0, p=2)]
+    assert catch_up_slots(view(stages=two), 8.0, 0.9) == pytest.approx((6.25 + 12_500 * 0.5 / 1000) / 0.9)
+    # never more slots than a stage has tasks
+    assert catch_up_slots(view(stages=[stage(tasks=4)]), 8.0, 0.9) == 4
+    # a stage without a true rate (no busy time): unknown
+    assert catch_up_slots(view(stages=[stage(util=0.0)]), 8.0, 0.9) is None
+    assert catch_up_slots(view(backlog=0.0), 8.0, 0.9) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(backlog=st.floats(1, 2e5), arrival=st.floats(1, 2e4), horizon=st.floats(1, 600), rho=st.floats(0.3, 0.99),
+       util=st.floats(0.1, 1.0), p=st.integers(1, 8))
+def test_the_slots_are_the_fewest_that_run_the_catch_up_rate_within_rho_max(backlog, arrival, horizon, rho, util, p):
+    # brute force: count whole slots up until their busy share at the catch-up rate is within ρ_max
+    v = view(backlog=backlog, arrival=arrival, stages=[stage(records=4000.0, util=util, p=p, tasks=10**6)])
+    busy = (arrival + backlog / horizon) / (4000.0 / (util * p))  # rows/s over rows per busy slot-second
+    k = 1
+    while busy / k > rho * (1 + 1e-9):
+        k += 1
+    assert math.ceil(catch_up_slots(v, horizon, rho) - 1e-9) == k
+
+
+KCFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0,
+                     cluster_model=False)
+
+
+def test_kingman_sizes_a_backlog_in_flight_for_catching_up():
+    # work in flight for 24 s against an 8 s bound: Eq. 4.12 doubles 2 → 4; the backlog of 60 000 rows
+    # at 5 000 rows/s arriving needs ⌈6.94⌉ = 7 executors (1 slot each) to be worked off within the bound
+    props = KingmanPolicy().evaluate(view(), KCFG)
+    assert [p.value for p in props] == [7] and "in flight" in props[0].reason
+    thesis = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up": False}))
+    assert [p.value for p in thesis] == [4]
+    # a longer horizon asks for less, never below the doubling
+    longer = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up_s": 60.0}))
+    assert [p.value for p in longer] == [4]  # 5 000 + 1 000 rows/s: 3.33 slots < 4
+    # no pressure (the records in flight within the bound): no catch-up either
+    assert all("in flight" not in p.reason for p in KingmanPolicy().evaluate(view(age=1.0, backlog=1000.0), KCFG))
+
+
+def test_catch_up_config_is_validated():
+    with pytest.raises(ValueError, match="catch_up_s"):
+        KingmanConfig(catch_up_s=0)
