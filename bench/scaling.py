@@ -15,7 +15,9 @@ entries: ``threshold`` (Spark Streaming's rule), ``kingman`` (Lohrmann's queuein
 view's latency constraint, bound = the SLO target; config :data:`KINGMAN_CONFIG`) and
 ``utilization-target`` (DS2 / Flink autoscaler, defaults: target 0.7, band [0.4, 1.0]). Every
 policy gets the same view: batches, the micro-batch stage's statistics and the latency constraint
-(``bench.scaling_sim``).
+(``bench.scaling_sim``) and, by default, the job's live state and cluster profile as the control
+plane has them (:data:`LIVE_STATE`; ``--no-live-state``: without). ``--config POLICY=JSON``
+overrides a governed entry's config (:func:`configured`).
 
 Metrics per pair (latency of a batch: see ``bench.scaling_sim``; target ``slo_s``, default 2 T):
 

@@ -28,18 +28,26 @@ from spark_governor.policies.base import JobView
 from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
 
 
-def catch_up_rate(view: JobView, horizon_s: float, delay_s: Optional[float] = None) -> Optional[float]:
-    """λ + B / H (rows/s, see the module docstring); None without a live state, a backlog or a rate.
-    ``delay_s``: the provisioning delay (s) over which a growing backlog keeps growing (None: 0)."""
+def waiting(view: JobView, delay_s: Optional[float] = None) -> Optional[tuple[float, float]]:
+    """(λ rows/s, B rows) of the module docstring: the arrival rate, and the rows waiting now plus
+    their measured growth (rows/s, when growing) over ``delay_s`` (the provisioning delay, s; None:
+    0); None without a live state, a backlog or a rate."""
     live = view.live
-    if live is None or not live.backlog_rows or live.backlog_rows <= 0 or horizon_s <= 0:
+    if live is None or not live.backlog_rows or live.backlog_rows <= 0:
         return None
     rate = live.arrival_rows_per_second or arrival_rate(view)
     if not rate:
         return None
     growth = max(0.0, live.backlog_growth_rows_per_second or 0.0)
-    backlog = live.backlog_rows + growth * (delay_s or 0.0)
-    return rate + backlog / horizon_s
+    return rate, live.backlog_rows + growth * (delay_s or 0.0)
+
+
+def catch_up_rate(view: JobView, horizon_s: float, delay_s: Optional[float] = None) -> Optional[float]:
+    """λ + B / H (rows/s, :func:`waiting`); None when nothing waits or ``horizon_s`` ≤ 0."""
+    w = waiting(view, delay_s)
+    if w is None or horizon_s <= 0:
+        return None
+    return w[0] + w[1] / horizon_s
 
 
 def catch_up_slots(view: JobView, horizon_s: float, max_utilization: float,

@@ -112,7 +112,7 @@ from typing import Optional
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
-from spark_governor.policies.catch_up import catch_up_slots
+from spark_governor.policies.catch_up import catch_up_slots, waiting
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
 from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load, probed,
@@ -475,8 +475,10 @@ class KingmanPolicy(Policy):
         if p.kind == "in-flight":
             wanted = max(wanted, 2 * current)  # Eq. 4.12: a bottleneck gets at least double
         catch_up = self._catch_up(view, cfg)
-        if catch_up is not None:
-            wanted = max(wanted, catch_up)
+        if catch_up is not None and catch_up["executors"] > wanted:
+            wanted = catch_up["executors"]
+        else:
+            catch_up = None  # not what sized it
         plan = self.plan(view, cfg)
         if plan is not None:
             wanted = max(wanted, plan["executors"])
@@ -504,13 +506,17 @@ class KingmanPolicy(Policy):
         first = min(view.constraints, key=lambda c: c.name) if view.constraints else None
         latency = age if p.kind == "in-flight" or first is None or first.latency_s is None else first.latency_s
         reason = f"bottleneck in flight: {p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
+        if catch_up is not None:
+            reason += (f"; sized to catch up: {catch_up['backlog_rows']:,.0f} rows waiting worked off within "
+                       f"{catch_up['horizon_s']:g} s at {catch_up['rows_per_second']:,.0f} rows/s")
         inputs = {**p.inputs, "latency_s": latency, "executors": current, "utilization": rho, "infeasible": [],
-                  "plan": {"executors": new, "constraints": cons, "in_flight": p.kind}, "unit": view.executor_unit}
+                  "plan": {"executors": new, "constraints": cons, "in_flight": p.kind}, "unit": view.executor_unit,
+                  "catch_up": catch_up}
         prediction = {"constraints": {name: None for name in cons}, "utilization": rho * current / new}
         return [Proposal("executors", new, reason, inputs, prediction)]
 
     @staticmethod
-    def _catch_up(view: JobView, cfg: KingmanConfig) -> Optional[int]:
+    def _catch_up(view: JobView, cfg: KingmanConfig) -> Optional[dict]:
         """Executors that keep up with the arrival rate and work the rows waiting off within
         ``catch_up_s`` (unset: the tightest latency bound, else one batch period), at
         ``max_utilization`` (:func:`policies.catch_up.catch_up_slots`, with the provisioning delay
@@ -520,7 +526,9 @@ class KingmanPolicy(Policy):
         minutes, for throughput); here the horizon is the latency bound: the rows waiting are late
         already. Measured in ``bench scaling`` (seeds 0–4, 2026-11-27): the sinusoid's first minute
         on one executor recovers one evaluation sooner (+0.6–0.8 points), the other profiles and
-        the calibrated cluster (at most 4 executors) unchanged."""
+        the calibrated cluster (at most 4 executors) unchanged. Returns ``executors``, the catch-up
+        rate (``rows_per_second``), ``backlog_rows`` (with the growth over the delay), ``horizon_s``
+        and ``provisioning_delay_s``: the decision's ``inputs["catch_up"]`` when it sized the scale-out."""
         if not cfg.catch_up:
             return None
         horizon = cfg.catch_up_s or in_flight.bound_s(view) or 2 * trigger_wait_s(view, cfg)
@@ -528,7 +536,10 @@ class KingmanPolicy(Policy):
         slots = catch_up_slots(view, horizon, cfg.max_utilization, delay)
         if slots is None:
             return None
-        return math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor) - 1e-9)
+        rate, backlog = waiting(view, delay)
+        return {"executors": math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor) - 1e-9),
+                "rows_per_second": rate + backlog / horizon, "backlog_rows": backlog, "horizon_s": horizon,
+                "provisioning_delay_s": delay}
 
     @staticmethod
     def _disrupted_by_scale_down(view: JobView, cfg: KingmanConfig) -> bool:

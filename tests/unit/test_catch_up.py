@@ -86,11 +86,18 @@ def test_kingman_sizes_a_backlog_in_flight_for_catching_up():
     # at 5 000 rows/s arriving needs ⌈6.94⌉ = 7 executors (1 slot each) to be worked off within the bound
     props = KingmanPolicy().evaluate(view(), KCFG)
     assert [p.value for p in props] == [7] and "in flight" in props[0].reason
+    # the decision says so, with what sized it
+    assert "sized to catch up: 60,000 rows waiting worked off within 8 s at 12,500 rows/s" in props[0].reason
+    assert props[0].inputs["catch_up"] == {"executors": 7, "rows_per_second": pytest.approx(12_500.0),
+                                           "backlog_rows": pytest.approx(60_000.0), "horizon_s": 8.0,
+                                           "provisioning_delay_s": None}
     thesis = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up": False}))
-    assert [p.value for p in thesis] == [4]
+    assert [p.value for p in thesis] == [4] and thesis[0].inputs["catch_up"] is None
+    assert "catch up" not in thesis[0].reason
     # a longer horizon asks for less, never below the doubling
     longer = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up_s": 60.0}))
     assert [p.value for p in longer] == [4]  # 5 000 + 1 000 rows/s: 3.33 slots < 4
+    assert longer[0].inputs["catch_up"] is None and "catch up" not in longer[0].reason  # the doubling sized it
     # no pressure (the records in flight within the bound): no catch-up either
     assert all("in flight" not in p.reason for p in KingmanPolicy().evaluate(view(age=1.0, backlog=1000.0), KCFG))
 
