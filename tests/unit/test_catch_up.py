@@ -105,3 +105,25 @@ def test_kingman_sizes_a_backlog_in_flight_for_catching_up():
 def test_catch_up_config_is_validated():
     with pytest.raises(ValueError, match="catch_up_s"):
         KingmanConfig(catch_up_s=0)
+
+
+def test_in_the_simulator_a_cold_start_catches_up_sooner():
+    # the sinusoid's first minute at 5 000 rows/s on one executor (2 000 rows/s each), the control plane's
+    # view: the second scale-out goes to 9 at once (catch-up) instead of doubling to 6, and the job is
+    # within the bound again sooner
+    from spark_governor.bench.scaling import PROFILES, bench_params, governed
+    from spark_governor.bench.scaling_sim import simulate
+
+    params = bench_params()
+    rate = PROFILES["sinusoid"](300)
+    runs = {on: simulate(rate, 300, governed("kingman", {"catch_up": on})(params, 5000), params, seed=0)
+            for on in (True, False)}
+    ups = {on: [(a.old, a.new) for a in r.actions if a.new > a.old][:2] for on, r in runs.items()}
+    assert ups[True][0] == ups[False][0] == (1, 3)
+    assert ups[True][1] == (3, 9) and ups[False][1] == (3, 6)
+    assert any("sized to catch up" in a.reason for a in runs[True].actions)
+    assert not any("sized to catch up" in a.reason for a in runs[False].actions)
+    late = {on: [i for i, s in enumerate(r.spans) if s.latency_s > params.constraint_bound + 1e-9]
+            for on, r in runs.items()}
+    assert len(late[True]) < len(late[False])
+    assert max(late[True]) < max(late[False])  # the start's backlog is gone sooner
