@@ -147,6 +147,11 @@ POLICIES: list[PolicyEntry] = [
     PolicyEntry("utilization-target", governed("utilization-target")),
 ]
 BASELINE = "static-max"
+MIN_STATIC = "min-static"
+ATTAINMENT_TARGET = 0.95
+ATTAINMENT_METRIC = "slo_attainment_windows"  # what min-static and the goal judge attainment by
+EXEC_SECONDS_SLACK = 1.10  # the goal: at most 10 % more executor-seconds than min-static
+
 
 #: What the product's control plane sees of a job beyond its completed batches (issue 14): the live
 #: state between batches (running batch, backlog, the source's offsets) the reporter sends every
@@ -175,10 +180,6 @@ def configured(configs: dict[str, dict], policies: list[PolicyEntry] | None = No
     return [PolicyEntry(e.name, governed(e.name, {**(KINGMAN_CONFIG if e.name == "kingman" else {}),
                                                   **configs[e.name]}))
             if e.name in configs else e for e in policies]
-MIN_STATIC = "min-static"
-ATTAINMENT_TARGET = 0.95
-ATTAINMENT_METRIC = "slo_attainment_windows"  # what min-static and the goal judge attainment by
-EXEC_SECONDS_SLACK = 1.10  # the goal: at most 10 % more executor-seconds than min-static
 
 
 # -- metrics ---------------------------------------------------------------------------------

@@ -17,15 +17,16 @@ control plane measures (DS2's view of a stage, as ``policies.utilization_target`
 * per stage v: its records per source row (records_in_v / records_in_first) and its true processing
   rate per slot (records per busy slot-second, ``utilization_target.true_rate_per_slot``).
 
-Busy slots at the catch-up rate: Σ_v (λ + B / H) · records_v / records_first / tpr_v; slots =
-busy slots / ρ_max, at most the largest task count of a stage (more slots run no task). Pure: no I/O.
+The fewest slots whose busy share at the catch-up rate λ + B / H is within ρ_max: busy slots
+Σ_v (λ + B / H) · records_v / records_first / tpr_v over ρ_max, a stage running on at most its task
+count (DS2's sizing, ``utilization_target.slots_needed``, at that rate). Pure: no I/O.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from spark_governor.policies.base import JobView
-from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
+from spark_governor.policies.utilization_target import arrival_rate, slots_needed, stage_model
 
 
 def waiting(view: JobView, delay_s: Optional[float] = None) -> Optional[tuple[float, float]]:
@@ -42,28 +43,10 @@ def waiting(view: JobView, delay_s: Optional[float] = None) -> Optional[tuple[fl
     return rate, live.backlog_rows + growth * (delay_s or 0.0)
 
 
-def catch_up_rate(view: JobView, horizon_s: float, delay_s: Optional[float] = None) -> Optional[float]:
-    """λ + B / H (rows/s, :func:`waiting`); None when nothing waits or ``horizon_s`` ≤ 0."""
-    w = waiting(view, delay_s)
-    if w is None or horizon_s <= 0:
-        return None
-    return w[0] + w[1] / horizon_s
-
-
-def catch_up_slots(view: JobView, horizon_s: float, max_utilization: float,
-                   delay_s: Optional[float] = None) -> Optional[float]:
-    """Slots (not rounded) that run the stages at the catch-up rate (:func:`catch_up_rate`) at
-    ``max_utilization`` (ρ_max, 0–1); None when a stage's true rate is unknown or nothing waits."""
-    target = catch_up_rate(view, horizon_s, delay_s)
-    if target is None or not view.stages or not view.stages[0].records_in_per_second or max_utilization <= 0:
-        return None
-    first = view.stages[0].records_in_per_second
-    busy = 0.0
-    for s in view.stages:
-        tpr = true_rate_per_slot(s)
-        if tpr is None:
-            return None
-        busy += target * (s.records_in_per_second or 0.0) / first / tpr
-    slots = busy / max_utilization
-    caps = [s.max_tasks for s in view.stages if s.max_tasks]
-    return min(slots, max(caps)) if caps and len(caps) == len(view.stages) else slots
+def catch_up_slots(view: JobView, rate: float, max_utilization: float) -> Optional[int]:
+    """Fewest slots that run the stages at ``rate`` (rows/s at the first stage; the catch-up rate
+    λ + B / H) within ``max_utilization`` (ρ_max, 0–1): DS2's sizing at that rate
+    (``utilization_target.stage_model``, ``slots_needed``: a stage's task count caps its slots).
+    None when a stage's true rate is unknown."""
+    model = stage_model(view, rate)
+    return slots_needed(model, max_utilization) if model is not None and max_utilization > 0 else None

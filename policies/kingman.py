@@ -533,13 +533,15 @@ class KingmanPolicy(Policy):
             return None
         horizon = cfg.catch_up_s or in_flight.bound_s(view) or 2 * trigger_wait_s(view, cfg)
         delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
-        slots = catch_up_slots(view, horizon, cfg.max_utilization, delay)
+        w = waiting(view, delay)
+        if w is None:
+            return None
+        rate = w[0] + w[1] / horizon
+        slots = catch_up_slots(view, rate, cfg.max_utilization)
         if slots is None:
             return None
-        rate, backlog = waiting(view, delay)
-        return {"executors": math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor) - 1e-9),
-                "rows_per_second": rate + backlog / horizon, "backlog_rows": backlog, "horizon_s": horizon,
-                "provisioning_delay_s": delay}
+        return {"executors": math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor)),
+                "rows_per_second": rate, "backlog_rows": w[1], "horizon_s": horizon, "provisioning_delay_s": delay}
 
     @staticmethod
     def _disrupted_by_scale_down(view: JobView, cfg: KingmanConfig) -> bool:

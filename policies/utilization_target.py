@@ -125,6 +125,49 @@ def true_rate_per_slot(s: StageStats) -> Optional[float]:
     return s.records_in_per_second / (s.utilization * s.parallelism)
 
 
+def stage_model(view: JobView, rate: float) -> Optional[dict]:
+    """The stages run at ``rate`` (rows/s at the first stage): per stage its true processing rate per
+    slot (``tpr_per_slot``), its ``target_rate`` (``rate`` × its records per first-stage record) and
+    ``max_tasks``; None when a stage has no true rate or the first stage no records."""
+    if not view.stages or not view.stages[0].records_in_per_second:
+        return None
+    first = view.stages[0].records_in_per_second
+    stages = {}
+    for s in view.stages:
+        tpr = true_rate_per_slot(s)
+        if tpr is None:
+            return None
+        stages[s.key] = {"tpr_per_slot": tpr, "target_rate": rate * (s.records_in_per_second or 0.0) / first,
+                         "max_tasks": s.max_tasks}
+    return {"target_rate": rate, "stages": stages}
+
+
+def stage_load(model: dict, slots: int) -> float:
+    """ρ(C): fraction of wall-clock time ``slots`` slots are busy at the target rate. ``model["stages"]``
+    maps a stage to its ``target_rate`` (records/s), ``tpr_per_slot`` (records per busy slot-second)
+    and ``max_tasks`` (tasks per run; None: unknown)."""
+    return sum(v["target_rate"] / (v["tpr_per_slot"] * min(slots, v["max_tasks"] or slots))
+               for v in model["stages"].values())
+
+
+def slots_needed(model: dict, target: float) -> int:
+    """Fewest slots C with ρ(C) ≤ ``target`` (:func:`stage_load`); when no C is enough, the most any
+    stage can use."""
+    stages = model["stages"].values()
+    demand = sum(v["target_rate"] / v["tpr_per_slot"] for v in stages)  # busy slots at the target rate
+    c = first = max(1, math.ceil(demand / target - EPS))  # enough without task-count caps; fewer never is
+    caps = [v["max_tasks"] for v in stages if v["max_tasks"]]
+    if len(caps) == len(model["stages"]):  # ρ is constant from the largest cap on
+        limit = max(caps)
+        while c < limit and stage_load(model, c) > target + EPS:
+            c += 1
+        return min(c, limit)
+    limit = 4 * first + max(caps, default=0)  # a stage without a known task count: bounded scan
+    while c < limit and stage_load(model, c) > target + EPS:
+        c += 1
+    return c
+
+
 class UtilizationTargetPolicy(Policy):
     name = "utilization-target"
     knobs = ("executors",)
@@ -142,37 +185,10 @@ class UtilizationTargetPolicy(Policy):
         if not view.stages or not all(self._usable(s, cfg) for s in view.stages):
             return None
         rate = arrival_rate(view)
-        first = view.stages[0].records_in_per_second
-        if rate is None:
-            rate = first
-        stages = {}
-        for s in view.stages:
-            stages[s.key] = {"tpr_per_slot": true_rate_per_slot(s),
-                             "target_rate": rate * s.records_in_per_second / first,
-                             "max_tasks": s.max_tasks}
-        return {"target_rate": rate, "stages": stages}
+        return stage_model(view, view.stages[0].records_in_per_second if rate is None else rate)
 
-    @staticmethod
-    def load(model: dict, slots: int) -> float:
-        """ρ(C): fraction of wall-clock time ``slots`` slots are busy at the target rate."""
-        return sum(v["target_rate"] / (v["tpr_per_slot"] * min(slots, v["max_tasks"] or slots))
-                   for v in model["stages"].values())
-
-    def slots_needed(self, model: dict, target: float) -> int:
-        """Fewest slots C with ρ(C) ≤ ``target``; when no C is enough, the most any stage can use."""
-        stages = model["stages"].values()
-        demand = sum(v["target_rate"] / v["tpr_per_slot"] for v in stages)  # busy slots at the target rate
-        c = first = max(1, math.ceil(demand / target - EPS))  # enough without task-count caps; fewer never is
-        caps = [v["max_tasks"] for v in stages if v["max_tasks"]]
-        if len(caps) == len(model["stages"]):  # ρ is constant from the largest cap on
-            limit = max(caps)
-            while c < limit and self.load(model, c) > target + EPS:
-                c += 1
-            return min(c, limit)
-        limit = 4 * first + max(caps, default=0)  # a stage without a known task count: bounded scan
-        while c < limit and self.load(model, c) > target + EPS:
-            c += 1
-        return c
+    load = staticmethod(stage_load)
+    slots_needed = staticmethod(slots_needed)
 
     def _in_flight(self, view: JobView, cfg: UtilizationTargetConfig, current: int) -> Optional[list[Proposal]]:
         """Scale out on the work in flight (module docstring); None when nothing presses."""

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, StageStats
-from spark_governor.policies.catch_up import catch_up_rate, catch_up_slots
+from spark_governor.policies.catch_up import catch_up_slots, waiting
 from spark_governor.policies.kingman import KingmanPolicy
 from spark_governor.policies.kingman_config import KingmanConfig
 
@@ -38,30 +38,28 @@ def view(backlog=60_000.0, growth=None, arrival=5000.0, stages=None, executors=2
                    constraints=(ConstraintStats("e2e", None, bound, 5.0, latency_s=12.0),))
 
 
-def test_the_catch_up_rate_adds_the_backlog_over_the_horizon():
-    # 5 000 rows/s arriving, 60 000 waiting, 8 s to work them off: 5 000 + 7 500
-    assert catch_up_rate(view(), 8.0) == pytest.approx(12_500.0)
+def test_the_rows_waiting_grow_over_the_provisioning_delay():
+    # 5 000 rows/s arriving, 60 000 waiting
+    assert waiting(view()) == (5000.0, 60_000.0)
     # a backlog growing by 3 000 rows/s grows 30 000 more over a 10 s provisioning delay
-    assert catch_up_rate(view(growth=3000.0), 8.0, delay_s=10.0) == pytest.approx(5000 + 90_000 / 8)
-    assert catch_up_rate(view(growth=-3000.0), 8.0, delay_s=10.0) == pytest.approx(12_500.0)  # shrinking: as now
+    assert waiting(view(growth=3000.0), delay_s=10.0) == (5000.0, 90_000.0)
+    assert waiting(view(growth=-3000.0), delay_s=10.0) == (5000.0, 60_000.0)  # shrinking: as now
     # no live arrival rate: the completed batches' (4 000 rows/s)
-    assert catch_up_rate(view(arrival=None), 8.0) == pytest.approx(4000 + 7500)
+    assert waiting(view(arrival=None)) == (4000.0, 60_000.0)
     for nothing in (view(backlog=0.0), view(backlog=None), replace(view(), live=None)):
-        assert catch_up_rate(nothing, 8.0) is None
-    assert catch_up_rate(view(), 0.0) is None
+        assert waiting(nothing) is None
 
 
-def test_catch_up_slots_are_the_busy_slots_at_that_rate_over_rho_max():
-    # 12 500 rows/s at 2 000 rows per busy slot-second: 6.25 busy slots, at ρ_max 0.9: 6.94
-    assert catch_up_slots(view(), 8.0, 0.9) == pytest.approx(6.25 / 0.9)
+def test_catch_up_slots_are_the_fewest_that_run_the_rate_within_rho_max():
+    # 5 000 + 60 000 / 8 = 12 500 rows/s at 2 000 rows per busy slot-second: 6.25 busy slots, at ρ_max 0.9: 7
+    assert catch_up_slots(view(), 12_500.0, 0.9) == 7
     # a second stage seeing half the records per source row, at 1 000 rows per busy slot-second: + 6.25
     two = [stage("a"), stage("b", records=2000.0, util=1.0, p=2)]
-    assert catch_up_slots(view(stages=two), 8.0, 0.9) == pytest.approx((6.25 + 12_500 * 0.5 / 1000) / 0.9)
+    assert catch_up_slots(view(stages=two), 12_500.0, 0.9) == math.ceil(12.5 / 0.9)
     # never more slots than a stage has tasks
-    assert catch_up_slots(view(stages=[stage(tasks=4)]), 8.0, 0.9) == 4
+    assert catch_up_slots(view(stages=[stage(tasks=4)]), 12_500.0, 0.9) == 4
     # a stage without a true rate (no busy time): unknown
-    assert catch_up_slots(view(stages=[stage(util=0.0)]), 8.0, 0.9) is None
-    assert catch_up_slots(view(backlog=0.0), 8.0, 0.9) is None
+    assert catch_up_slots(view(stages=[stage(util=0.0)]), 12_500.0, 0.9) is None
 
 
 @settings(max_examples=200, deadline=None)
@@ -74,7 +72,7 @@ def test_the_slots_are_the_fewest_that_run_the_catch_up_rate_within_rho_max(back
     k = 1
     while busy / k > rho * (1 + 1e-9):
         k += 1
-    assert math.ceil(catch_up_slots(v, horizon, rho) - 1e-9) == k
+    assert catch_up_slots(v, arrival + backlog / horizon, rho) == k
 
 
 KCFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0,
