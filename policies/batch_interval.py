@@ -23,9 +23,9 @@ batch read; after a supervised restart that gap includes the restart, so its cos
 
 **Defaults.** ``fixed-point`` runs the noise-adaptive variant of ``policies.batch_sizing`` by
 default (measured slack between ``rho`` = 0.7 and ``rho_max`` = 0.93, 20 ms grid, recovery with the
-floor slack after an overrun, a noise margin on the Type-II test); ``{"slack": "paper"}`` is the
-paper's literal rule (ρ = 0.7 fixed, 100 ms grid, Algorithm 1). Why, with the numbers: the module
-docstring of ``policies.batch_sizing``.
+floor slack after an overrun, a noise margin on the Type-II test, a growth cap while batches
+overrun); ``{"slack": "paper"}`` is the paper's literal rule (ρ = 0.7 fixed, 100 ms grid,
+Algorithm 1). Why, with the numbers: the module docstring of ``policies.batch_sizing``.
 
 **Decision timing.** Algorithm 1 is called at each batch boundary in the paper; here it runs at
 every evaluation of the control plane on the last two batches completed by then, so the decision
@@ -40,9 +40,9 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from spark_governor.policies.base import BatchStats, JobView, Policy, Proposal
-from spark_governor.policies.batch_sizing import (ADAPTIVE_NOISE_WINDOW, ADAPTIVE_NOISE_Z, ADAPTIVE_RHO_MAX,
-                                                  ADAPTIVE_TYPE2_MARGIN, DEFAULT_GRID_MS, GRANULARITY_MS,
-                                                  FixedPointController, PidRateEstimator, R_REDUCE, RHO,
+from spark_governor.policies.batch_sizing import (ADAPTIVE_GROWTH_CAP, ADAPTIVE_NOISE_WINDOW, ADAPTIVE_NOISE_Z,
+                                                  ADAPTIVE_RHO_MAX, ADAPTIVE_TYPE2_MARGIN, DEFAULT_GRID_MS,
+                                                  GRANULARITY_MS, FixedPointController, PidRateEstimator, R_REDUCE, RHO,
                                                   ROUNDING_MODES, round_interval)
 from spark_governor.policies.safety import SafetyConfig
 
@@ -108,6 +108,9 @@ class FixedPointConfig(IntervalConfig):
                                       "test needs p/x of the larger interval above (1 + margin·cv)× the smaller's")
     recovery: bool = Field(True, description="With slack=adaptive: use rho (the floor) after an overrun beyond "
                                              "the noise or two overruns in a row")
+    growth_cap: float = Field(ADAPTIVE_GROWTH_CAP, ge=0, description="With slack=adaptive: after an overrun the next "
+                              "interval is at most this many times the median interval of the last noise_window "
+                              "batches (a noisy superlinear job does not run away); 0: off, else at least 1")
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -115,6 +118,8 @@ class FixedPointConfig(IntervalConfig):
             raise ValueError("min_value must not exceed max_value")
         if self.slack == "adaptive" and self.rho_max < self.rho:
             raise ValueError("rho_max must not be below rho")
+        if 0 < self.growth_cap < 1:
+            raise ValueError("growth_cap must be 0 (off) or at least 1")
         return self
 
     @property
@@ -126,7 +131,8 @@ class FixedPointConfig(IntervalConfig):
                                     min_interval_s=max(self.min_value or 0.1, 0.1), max_interval_s=self.max_value,
                                     overload_decisions=self.overload_decisions, slack=self.slack,
                                     rho_max=self.rho_max, noise_z=self.noise_z, noise_window=self.noise_window,
-                                    type2_noise_margin=self.type2_noise_margin, recovery=self.recovery)
+                                    type2_noise_margin=self.type2_noise_margin, recovery=self.recovery,
+                                    growth_cap=self.growth_cap)
 
 
 class FixedPointPolicy(Policy):

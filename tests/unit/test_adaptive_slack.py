@@ -11,7 +11,8 @@ from spark_governor.bench.batch_sizing import STATIC_GRID, workloads
 from spark_governor.bench.batch_sizing_sim import FixedPoint, Static, StepRate, Workload, run, simulate
 from spark_governor.policies.base import BatchStats, JobView
 from spark_governor.policies.batch_interval import FixedPointPolicy
-from spark_governor.policies.batch_sizing import FixedPointController, adaptive_rho, next_interval, noise_cv
+from spark_governor.policies.batch_sizing import (FixedPointController, adaptive_rho, capped_growth, next_interval,
+                                                  noise_cv)
 from spark_governor.policies.registry import InvalidConfig, validate_config
 
 
@@ -155,6 +156,37 @@ def test_default_meets_the_issue_goal_in_the_simulator(noise):
             assert run(w, FixedPoint(slack="paper"), seed).mean_latency_s > ad.mean_latency_s, (w.name, seed)
 
 
+def test_capped_growth_bounds_a_step_after_an_overrun_only():
+    pts = [(0.4, 0.3), (0.4, 0.35), (0.5, 0.3), (0.4, 0.6)]  # median interval 0.4 s; the last overran
+    assert capped_growth(2.0, pts, 3.0) == pytest.approx(1.2)
+    assert capped_growth(1.0, pts, 3.0) is None  # within 3 × 0.4
+    assert capped_growth(2.0, pts, 0.0) is None  # off
+    assert capped_growth(2.0, pts[:-1] + [(0.4, 0.39)], 3.0) is None  # no overrun: Algorithm 1 as it is
+    assert capped_growth(2.0, [], 3.0) is None
+
+
+def test_growth_cap_decision_and_what_it_leaves_alone():
+    noisy = [(0.4, 0.3), (0.4, 0.2), (0.4, 0.35), (0.5, 0.25), (0.4, 1.4)]  # an overrun of 3.5×
+    d = FixedPointController().decide(noisy, 0.4)
+    assert d.branch == "fp-capped" and d.raw_s == pytest.approx(1.2) and d.interval_s == pytest.approx(1.2)
+    free = FixedPointController(growth_cap=0).decide(noisy, 0.4)
+    assert free.branch == "fp" and free.interval_s == pytest.approx(2.0)  # 1.4 / 0.7
+    assert FixedPointController(slack="paper").decide(noisy, 0.4).branch == "fp"  # the paper's rule: no cap
+    with pytest.raises(ValueError, match="growth_cap"):
+        FixedPointController(growth_cap=0.5)
+
+
+def test_growth_cap_stops_a_noisy_superlinear_job_running_away():
+    """``bench batch-sizing --seeds 0-29 --noise-levels 0.4``, superlinear-constant, seed 9: one
+    overrun's fixed-point step took the interval 0.38 → 2.16 → 4.14 s and that batch ran 17 s
+    (9.4× the best static interval) without the cap; with it, within 1.6×."""
+    w = next(w for w in workloads(noise=0.4) if w.name == "superlinear-constant")
+    best = min(run(w, Static(x), 9).mean_latency_s for x in STATIC_GRID)
+    assert run(w, FixedPoint(growth_cap=0), 9).mean_latency_s > 5 * best
+    capped = run(w, FixedPoint(), 9)
+    assert capped.mean_latency_s < 1.6 * best and max(x for _, x, _ in capped.intervals) < 2.5
+
+
 def test_policy_config_and_decision_inputs():
     now = 1_700_000_000_000
     bs = tuple(BatchStats(i, now - 60_000 + i * 1000, 0.7, 1000, None, None, interval_s=1.0) for i in range(1, 8))
@@ -167,3 +199,6 @@ def test_policy_config_and_decision_inputs():
         validate_config(FixedPointPolicy, {"slack": "adaptive", "rho": 0.8, "rho_max": 0.75})
     with pytest.raises(InvalidConfig, match="noise_window"):
         validate_config(FixedPointPolicy, {"slack": "adaptive", "noise_window": 2})
+    with pytest.raises(InvalidConfig, match="growth_cap"):
+        validate_config(FixedPointPolicy, {"growth_cap": 0.5})
+    assert validate_config(FixedPointPolicy, {"growth_cap": 0}).controller().growth_cap == 0
