@@ -64,6 +64,12 @@ class Pressure:
     inputs: dict = field(default_factory=dict)
 
 
+def probed(view: JobView) -> bool:
+    """Whether the job's sources are probed now (``LiveStats.arrival_probed``; ``collectors.source_probe``):
+    its live arrival rate shows a rate step within a second, not once a batch at the new rate completes."""
+    return view.live is not None and view.live.arrival_probed and bool(view.live.arrival_rows_per_second)
+
+
 def bound_s(view: JobView) -> Optional[float]:
     """The latency bound work in flight is held to: the tightest whole-query constraint bound (s);
     None without one (a stage-sequence constraint does not bound records in flight)."""

@@ -79,7 +79,7 @@ scale-down unless work in flight is past twice the bound (:meth:`KingmanPolicy._
 One executor is kept beyond the plan (``spare_executors``; 0: the thesis' size) for a rate step
 met while a scale-out takes effect — by default on every level (``spare_when: always``, the variant
 the real cluster confirmed, with and without source probes); ``blind``: unless the job's sources are
-probed (:func:`probed`: ``collectors.source_probe`` reads a source's rows between batches, so a step
+probed (:func:`policies.in_flight.probed`: ``collectors.source_probe`` reads a source's rows between batches, so a step
 shows in the live rate within a second and the plan is made for it); ``auto``: while the arrival
 rate is rising (:func:`rate_rising`), or on every level when new executors take longer than the time
 between batch starts to work; ``slow``: only when new executors register later than that
@@ -112,17 +112,17 @@ from typing import Optional
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
-from spark_governor.policies.catch_up import catch_up_slots, waiting
+from spark_governor.policies.catch_up import catch_up_executors, describe
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
 from spark_governor.policies.kingman_config import KingmanConfig
-from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load, probed,
+from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load,
                                                      provisioning_delay_s, rate_rising, register_delay_s,
                                                      trigger_wait_s, uses_live_rate, warm_equivalent)
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
                                               sequence_wait, wave_slots, with_load)
 from spark_governor.policies.safety import cooldown_s, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
-from spark_governor.policies.utilization_target import arrival_rate, true_rate_per_slot
+from spark_governor.policies.rate_model import arrival_rate, true_rate_per_slot
 
 
 def _p_maxes(plan: dict) -> list[int]:
@@ -155,7 +155,7 @@ def arrival_rho(view: JobView, stage: StageStats, first: StageStats, rate_span_s
     input of v; digest §5.4: under a bottleneck ρ > 1 "before queues fill"), per slot and dimensionless.
 
     ``(arrival rate × records_v/records_first) × busy slot-seconds per record / p``: the arrival rate is
-    ``policies.utilization_target.arrival_rate`` (Σ rows / Σ trigger gaps of the batches triggered in
+    ``policies.rate_model.arrival_rate`` (Σ rows / Σ trigger gaps of the batches triggered in
     the last ``rate_span_s`` — the source's rate even while batches overrun), the busy time per record that of the stage's latest
     window (its true processing rate, DS2). The busy fraction the aggregators report saturates at 1
     under overload and, averaged over the span, lags a rate step by the span; this one does neither.
@@ -398,7 +398,7 @@ class KingmanPolicy(Policy):
         if cfg.spare_when == "always":
             return True
         if cfg.spare_when == "blind":
-            return not probed(view)
+            return not in_flight.probed(view)
         interval = 2 * trigger_wait_s(view, cfg)
         if cfg.spare_when == "slow":
             return register_s is None or register_s > interval
@@ -507,8 +507,7 @@ class KingmanPolicy(Policy):
         latency = age if p.kind == "in-flight" or first is None or first.latency_s is None else first.latency_s
         reason = f"bottleneck in flight: {p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
         if catch_up is not None:
-            reason += (f"; sized to catch up: {catch_up['backlog_rows']:,.0f} rows waiting worked off within "
-                       f"{catch_up['horizon_s']:g} s at {catch_up['rows_per_second']:,.0f} rows/s")
+            reason += "; " + describe(catch_up)
         inputs = {**p.inputs, "latency_s": latency, "executors": current, "utilization": rho, "infeasible": [],
                   "plan": {"executors": new, "constraints": cons, "in_flight": p.kind}, "unit": view.executor_unit,
                   "catch_up": catch_up}
@@ -533,15 +532,8 @@ class KingmanPolicy(Policy):
             return None
         horizon = cfg.catch_up_s or in_flight.bound_s(view) or 2 * trigger_wait_s(view, cfg)
         delay = provisioning_delay_s(cluster_of(view), cfg) if cfg.cluster_model else None
-        w = waiting(view, delay)
-        if w is None:
-            return None
-        rate = w[0] + w[1] / horizon
-        slots = catch_up_slots(view, rate, cfg.max_utilization)
-        if slots is None:
-            return None
-        return {"executors": math.ceil(slots / view.slots_per_executor(cfg.slots_per_executor)),
-                "rows_per_second": rate, "backlog_rows": w[1], "horizon_s": horizon, "provisioning_delay_s": delay}
+        return catch_up_executors(view, horizon, delay, cfg.max_utilization,
+                                  view.slots_per_executor(cfg.slots_per_executor))
 
     @staticmethod
     def _disrupted_by_scale_down(view: JobView, cfg: KingmanConfig) -> bool:

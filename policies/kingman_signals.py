@@ -14,7 +14,7 @@ from spark_governor.policies.base import JobView
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of
 from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.threshold import trigger_interval_s
-from spark_governor.policies.utilization_target import arrival_rate
+from spark_governor.policies.rate_model import arrival_rate
 
 
 def rate_trend(view: JobView, span_s: float) -> Optional[float]:
@@ -95,16 +95,10 @@ def live_load(view: JobView, cfg: KingmanConfig) -> float:
     return max(1.0, live.arrival_rows_per_second / rate)
 
 
-def probed(view: JobView) -> bool:
-    """Whether the job's sources are probed now (``LiveStats.arrival_probed``; ``collectors.source_probe``):
-    its live arrival rate shows a rate step within a second, not once a batch at the new rate completes."""
-    return view.live is not None and view.live.arrival_probed and bool(view.live.arrival_rows_per_second)
-
-
 def uses_live_rate(view: JobView, cfg: KingmanConfig) -> bool:
     """``live_rate`` as set, else (unset, the default) whether the sources are probed (:func:`probed`): a
     live rate extrapolated from completed batches' offsets shows a step no earlier than they do."""
-    return cfg.live_rate if cfg.live_rate is not None else probed(view)
+    return cfg.live_rate if cfg.live_rate is not None else in_flight.probed(view)
 
 
 def rate_rising(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:

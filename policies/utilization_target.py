@@ -63,9 +63,14 @@ from pydantic import Field, model_validator
 
 from spark_governor.policies import in_flight
 from spark_governor.policies.base import JobView, Policy, Proposal, StageStats
+from spark_governor.policies.catch_up import catch_up_executors, describe
+from spark_governor.policies.cluster_inputs import cluster_of
+from spark_governor.policies.rate_model import (EPS, arrival_rate, slots_needed, stage_load, stage_model,
+                                                true_rate_per_slot)
 from spark_governor.policies.safety import SafetyConfig, within_bounds
 
-EPS = 1e-9
+__all__ = ["UtilizationTargetConfig", "UtilizationTargetPolicy", "arrival_rate", "slots_needed", "stage_load",
+           "stage_model", "true_rate_per_slot"]
 
 
 class UtilizationTargetConfig(SafetyConfig):
@@ -89,6 +94,21 @@ class UtilizationTargetConfig(SafetyConfig):
                                                        "the calibrated simulator (Kingman's default is true)")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval for in_flight; unset: "
                                                                         "the query's own, as the reporter reads it")
+    live_rate: Optional[bool] = Field(None, description="Also size for the source's arrival rate in the live state "
+                                                        "when above the completed batches' (a rate step before a "
+                                                        "batch at the new rate completes; Flink's target rate is the "
+                                                        "source's current rate); unset: when the sources are probed "
+                                                        "(policies.in_flight.probed)")
+    catch_up: bool = Field(False, description="Under in-flight pressure, scale out to the executors that run the "
+                                              "arrival rate plus the rows waiting worked off within catch_up_s at "
+                                              "target_utilization (Flink's catch-up rate; policies.catch_up), when "
+                                              "more than the pressure's factor asks for; off by default (it cost "
+                                              "executor-seconds and kept no more spans in the calibrated "
+                                              "simulator)")
+    catch_up_s: Optional[float] = Field(None, gt=0, description="With catch_up: seconds to work the rows waiting "
+                                                                "off in (Flink: catch-up.duration); unset: the "
+                                                                "tightest whole-query latency bound, else two "
+                                                                "trigger intervals")
 
     @property
     def lower(self) -> float:
@@ -105,67 +125,6 @@ class UtilizationTargetConfig(SafetyConfig):
         if not self.lower <= self.target_utilization <= self.upper:
             raise ValueError("need utilization_min ≤ target_utilization ≤ utilization_max")
         return self
-
-
-def arrival_rate(view: JobView, span_s: Optional[float] = None) -> Optional[float]:
-    """Σ input rows / Σ trigger gaps (rows/s) of the batches triggered in the last ``span_s`` seconds
-    (default: the view's window); the latest batch with a rate when none was; None without batches."""
-    known = [b for b in view.batches if b.input_rows_per_second and b.input_rows_per_second > 0]
-    since = view.since_ms(view.window_s if span_s is None else span_s)
-    recent = [b for b in known if b.trigger_ms >= since] or known[-1:]
-    gaps = sum(b.num_input_rows / b.input_rows_per_second for b in recent)
-    return sum(b.num_input_rows for b in recent) / gaps if gaps > 0 else None
-
-
-def true_rate_per_slot(s: StageStats) -> Optional[float]:
-    """DS2's true processing rate of one slot of stage ``s``: records per busy slot-second over its
-    latest statistics window (records_in_per_second / (utilization · parallelism)); None when unknown."""
-    if not (s.parallelism and s.utilization and s.records_in_per_second):
-        return None
-    return s.records_in_per_second / (s.utilization * s.parallelism)
-
-
-def stage_model(view: JobView, rate: float) -> Optional[dict]:
-    """The stages run at ``rate`` (rows/s at the first stage): per stage its true processing rate per
-    slot (``tpr_per_slot``), its ``target_rate`` (``rate`` × its records per first-stage record) and
-    ``max_tasks``; None when a stage has no true rate or the first stage no records."""
-    if not view.stages or not view.stages[0].records_in_per_second:
-        return None
-    first = view.stages[0].records_in_per_second
-    stages = {}
-    for s in view.stages:
-        tpr = true_rate_per_slot(s)
-        if tpr is None:
-            return None
-        stages[s.key] = {"tpr_per_slot": tpr, "target_rate": rate * (s.records_in_per_second or 0.0) / first,
-                         "max_tasks": s.max_tasks}
-    return {"target_rate": rate, "stages": stages}
-
-
-def stage_load(model: dict, slots: int) -> float:
-    """ρ(C): fraction of wall-clock time ``slots`` slots are busy at the target rate. ``model["stages"]``
-    maps a stage to its ``target_rate`` (records/s), ``tpr_per_slot`` (records per busy slot-second)
-    and ``max_tasks`` (tasks per run; None: unknown)."""
-    return sum(v["target_rate"] / (v["tpr_per_slot"] * min(slots, v["max_tasks"] or slots))
-               for v in model["stages"].values())
-
-
-def slots_needed(model: dict, target: float) -> int:
-    """Fewest slots C with ρ(C) ≤ ``target`` (:func:`stage_load`); when no C is enough, the most any
-    stage can use."""
-    stages = model["stages"].values()
-    demand = sum(v["target_rate"] / v["tpr_per_slot"] for v in stages)  # busy slots at the target rate
-    c = first = max(1, math.ceil(demand / target - EPS))  # enough without task-count caps; fewer never is
-    caps = [v["max_tasks"] for v in stages if v["max_tasks"]]
-    if len(caps) == len(model["stages"]):  # ρ is constant from the largest cap on
-        limit = max(caps)
-        while c < limit and stage_load(model, c) > target + EPS:
-            c += 1
-        return min(c, limit)
-    limit = 4 * first + max(caps, default=0)  # a stage without a known task count: bounded scan
-    while c < limit and stage_load(model, c) > target + EPS:
-        c += 1
-    return c
 
 
 class UtilizationTargetPolicy(Policy):
@@ -185,7 +144,29 @@ class UtilizationTargetPolicy(Policy):
         if not view.stages or not all(self._usable(s, cfg) for s in view.stages):
             return None
         rate = arrival_rate(view)
+        if self.uses_live_rate(view, cfg) and view.live.arrival_rows_per_second > (rate or 0.0):
+            rate = view.live.arrival_rows_per_second
         return stage_model(view, view.stages[0].records_in_per_second if rate is None else rate)
+
+    @staticmethod
+    def uses_live_rate(view: JobView, cfg: UtilizationTargetConfig) -> bool:
+        """``live_rate`` as set (with a live rate to use), else whether the sources are probed."""
+        if cfg.live_rate is None:
+            return in_flight.probed(view)
+        return cfg.live_rate and view.live is not None and bool(view.live.arrival_rows_per_second)
+
+    @staticmethod
+    def catch_up(view: JobView, cfg: UtilizationTargetConfig, interval: Optional[float]) -> Optional[dict]:
+        """The catch-up size under pressure (``catch_up``; :func:`policies.catch_up.catch_up_executors`
+        at ``target_utilization``, over ``catch_up_s`` or the latency bound or two trigger intervals,
+        the backlog's growth counted over the measured provisioning delay); None when off or unknown."""
+        if not cfg.catch_up:
+            return None
+        horizon = cfg.catch_up_s or in_flight.bound_s(view) or 2 * (interval or 0.0)
+        cluster = cluster_of(view)
+        delay = cluster.provisioning_delay_s if cluster is not None else None
+        return catch_up_executors(view, horizon, delay, cfg.target_utilization,
+                                  view.slots_per_executor(cfg.slots_per_executor)) if horizon else None
 
     load = staticmethod(stage_load)
     slots_needed = staticmethod(slots_needed)
@@ -202,15 +183,23 @@ class UtilizationTargetPolicy(Policy):
                                growth_batch_bound=batch_bound)
         if p is None:
             return None
-        new = int(within_bounds(in_flight.scaled(current, p), cfg))
+        wanted = in_flight.scaled(current, p)
+        catch_up = self.catch_up(view, cfg, interval)
+        if catch_up is not None and catch_up["executors"] > wanted:
+            wanted = catch_up["executors"]
+        else:
+            catch_up = None  # not what sized it
+        new = int(within_bounds(wanted, cfg))
         if new <= current:
             return []  # at the maximum: nothing to add, and never a scale-down now
         m = self.model(view, cfg)
         spe = view.slots_per_executor(cfg.slots_per_executor)
         load = self.load(m, current * spe) if m is not None else None
         reason = f"{p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
+        if catch_up is not None:
+            reason += "; " + describe(catch_up)
         inputs = {**p.inputs, "utilization": load, "executors": current, "slots_per_executor": spe,
-                  "unit": view.executor_unit}
+                  "unit": view.executor_unit, "catch_up": catch_up}
         return [Proposal("executors", new, reason, inputs,
                          {} if m is None else {"utilization": self.load(m, new * spe)})]
 

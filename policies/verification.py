@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Optional
 
 from spark_governor.policies.base import JobView
-from spark_governor.policies.utilization_target import arrival_rate
+from spark_governor.policies.rate_model import arrival_rate
 
 #: knobs whose change cannot move the measured arrival rate, so a rate rise is the load's (module docstring)
 RATE_NEUTRAL_KNOBS = ("executors",)
