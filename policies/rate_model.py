@@ -10,6 +10,7 @@ import math
 from typing import Optional
 
 from spark_governor.policies.base import JobView, StageStats
+from spark_governor.policies.queueing import same_waves_slots
 
 EPS = 1e-9
 
@@ -49,27 +50,38 @@ def stage_model(view: JobView, rate: float) -> Optional[dict]:
     return {"target_rate": rate, "stages": stages}
 
 
-def stage_load(model: dict, slots: int) -> float:
+def effective_slots(slots: int, tasks: Optional[int], waves: bool = False) -> int:
+    """The slots a stage of ``tasks`` tasks per run (None: unknown) keeps busy on ``slots`` slots: at most
+    its tasks; with ``waves``, the fewest slots that run its tasks in as many waves
+    (``queueing.same_waves_slots``): a stage ends at a barrier, so 4 tasks on 3 slots run in 2 waves, as
+    on 2 (not in DS2, whose operators have no barrier; this project's, as Kingman's ``wave_sizing``).
+    200 tasks on 7 slots still count 7 (29 waves either way)."""
+    if not tasks:
+        return slots
+    return same_waves_slots((tasks,), slots) if waves else min(slots, tasks)
+
+
+def stage_load(model: dict, slots: int, waves: bool = False) -> float:
     """ρ(C): fraction of wall-clock time ``slots`` slots are busy at the target rate. ``model["stages"]``
     maps a stage to its ``target_rate`` (records/s), ``tpr_per_slot`` (records per busy slot-second)
-    and ``max_tasks`` (tasks per run; None: unknown)."""
-    return sum(v["target_rate"] / (v["tpr_per_slot"] * min(slots, v["max_tasks"] or slots))
+    and ``max_tasks`` (tasks per run; None: unknown); a stage runs on :func:`effective_slots` of them."""
+    return sum(v["target_rate"] / (v["tpr_per_slot"] * effective_slots(slots, v["max_tasks"], waves))
                for v in model["stages"].values())
 
 
-def slots_needed(model: dict, target: float) -> int:
-    """Fewest slots C with ρ(C) ≤ ``target`` (:func:`stage_load`); when no C is enough, the most any
-    stage can use."""
+def slots_needed(model: dict, target: float, waves: bool = False) -> int:
+    """Fewest slots C with ρ(C) ≤ ``target`` (:func:`stage_load`, in whole task waves with ``waves``);
+    when no C is enough, the most any stage can use."""
     stages = model["stages"].values()
     demand = sum(v["target_rate"] / v["tpr_per_slot"] for v in stages)  # busy slots at the target rate
     c = first = max(1, math.ceil(demand / target - EPS))  # enough without task-count caps; fewer never is
     caps = [v["max_tasks"] for v in stages if v["max_tasks"]]
     if len(caps) == len(model["stages"]):  # ρ is constant from the largest cap on
         limit = max(caps)
-        while c < limit and stage_load(model, c) > target + EPS:
+        while c < limit and stage_load(model, c, waves) > target + EPS:
             c += 1
         return min(c, limit)
     limit = 4 * first + max(caps, default=0)  # a stage without a known task count: bounded scan
-    while c < limit and stage_load(model, c) > target + EPS:
+    while c < limit and stage_load(model, c, waves) > target + EPS:
         c += 1
     return c

@@ -94,6 +94,10 @@ class UtilizationTargetConfig(SafetyConfig):
                                                        "the calibrated simulator (Kingman's default is true)")
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval for in_flight; unset: "
                                                                         "the query's own, as the reporter reads it")
+    wave_sizing: bool = Field(True, description="A stage's load on C slots counts the slots of its whole task "
+                                                "waves (4 tasks on 3 slots run in 2 waves, as on 2: "
+                                                "rate_model.effective_slots), so a size that idles slots in a "
+                                                "last wave is not chosen; off: DS2's fluid min(C, tasks)")
     live_rate: Optional[bool] = Field(None, description="Also size for the source's arrival rate in the live state "
                                                         "when above the completed batches' (a rate step before a "
                                                         "batch at the new rate completes; Flink's target rate is the "
@@ -194,14 +198,14 @@ class UtilizationTargetPolicy(Policy):
             return []  # at the maximum: nothing to add, and never a scale-down now
         m = self.model(view, cfg)
         spe = view.slots_per_executor(cfg.slots_per_executor)
-        load = self.load(m, current * spe) if m is not None else None
+        load = self.load(m, current * spe, cfg.wave_sizing) if m is not None else None
         reason = f"{p.reason}: {current} → {new} {view.executor_unit}{view.local_mode_note()}"
         if catch_up is not None:
             reason += "; " + describe(catch_up)
         inputs = {**p.inputs, "utilization": load, "executors": current, "slots_per_executor": spe,
                   "unit": view.executor_unit, "catch_up": catch_up}
         return [Proposal("executors", new, reason, inputs,
-                         {} if m is None else {"utilization": self.load(m, new * spe)})]
+                         {} if m is None else {"utilization": self.load(m, new * spe, cfg.wave_sizing)})]
 
     def evaluate(self, view: JobView, config: UtilizationTargetConfig) -> list[Proposal]:
         current = view.current("executors")
@@ -213,10 +217,10 @@ class UtilizationTargetPolicy(Policy):
         if m is None or not current:
             return []
         spe = view.slots_per_executor(config.slots_per_executor)
-        load = self.load(m, current * spe)
+        load = self.load(m, current * spe, config.wave_sizing)
         if config.lower <= load <= config.upper:
             return []
-        slots = self.slots_needed(m, config.target_utilization)
+        slots = self.slots_needed(m, config.target_utilization, config.wave_sizing)
         new = int(within_bounds(max(1, math.ceil(slots / spe - EPS)), config))
         # a decision moves the way the load asks (up above the band, down below it) and changes something
         if new == current or (new > current) != (load > config.upper):
@@ -227,11 +231,13 @@ class UtilizationTargetPolicy(Policy):
                   f"{view.local_mode_note()}")
         inputs = {"utilization": load, "executors": current, "target_rate": m["target_rate"],
                   "slots_per_executor": spe, "stages": m["stages"], "unit": view.executor_unit}
-        return [Proposal("executors", new, reason, inputs, {"utilization": self.load(m, new * spe)})]
+        return [Proposal("executors", new, reason, inputs,
+                         {"utilization": self.load(m, new * spe, config.wave_sizing)})]
 
     def observe(self, view: JobView, knob: str, config) -> dict:
         m = self.model(view, config)
         current = view.current("executors")
         if m is None or not current:
             return {}
-        return {"utilization": self.load(m, current * view.slots_per_executor(config.slots_per_executor))}
+        return {"utilization": self.load(m, current * view.slots_per_executor(config.slots_per_executor),
+                                         config.wave_sizing)}

@@ -125,3 +125,26 @@ def test_in_the_simulator_a_cold_start_catches_up_sooner():
             for on, r in runs.items()}
     assert len(late[True]) < len(late[False])
     assert max(late[True]) < max(late[False])  # the start's backlog is gone sooner
+
+
+def test_utilization_target_catch_up_is_an_option_sized_at_its_target():
+    from spark_governor.policies.utilization_target import UtilizationTargetConfig, UtilizationTargetPolicy
+
+    cfg = UtilizationTargetConfig(min_value=1, max_value=64, slots_per_executor=1)
+    # work in flight 20 s against the 8 s bound: the pressure's factor doubles 2 → 4 (its default)
+    (p,) = UtilizationTargetPolicy().evaluate(view(), cfg)
+    assert p.value == 4 and p.inputs["catch_up"] is None and "catch up" not in p.reason
+    # with catch_up: 5 000 + 60 000 / 8 = 12 500 rows/s at 2 000 rows per busy slot-second, 6.25 busy slots
+    # at the target utilization 0.7: ⌈8.93⌉ = 9 executors
+    (p,) = UtilizationTargetPolicy().evaluate(view(), cfg.model_copy(update={"catch_up": True}))
+    assert p.value == 9
+    assert "sized to catch up: 60,000 rows waiting worked off within 8 s at 12,500 rows/s" in p.reason
+    assert p.inputs["catch_up"]["executors"] == 9 and p.inputs["catch_up"]["horizon_s"] == 8.0
+    # a horizon of 60 s: 6 000 rows/s, 4.3 slots → 5, still above the doubling
+    (p,) = UtilizationTargetPolicy().evaluate(view(), cfg.model_copy(update={"catch_up": True, "catch_up_s": 60.0}))
+    assert p.value == 5
+    # never beyond the bounds
+    (p,) = UtilizationTargetPolicy().evaluate(view(), cfg.model_copy(update={"catch_up": True, "max_value": 6}))
+    assert p.value == 6
+    with pytest.raises(ValueError, match="catch_up_s"):
+        UtilizationTargetConfig(catch_up_s=0)

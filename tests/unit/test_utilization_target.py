@@ -157,3 +157,28 @@ def test_uses_the_applied_directive_and_observes_the_load():
     (p,) = pol.evaluate(view([stage()], rate=11000, executors=4, directives=applied), CFG)
     assert p.inputs["executors"] == 5 and p.value == math.ceil(11000 / 1400)  # load 1.1 → 8
     assert pol.observe(view([stage()], rate=9000), "executors", CFG) == {"utilization": pytest.approx(9000 / 8000)}
+
+
+def live(rate, probed=True):
+    from spark_governor.policies.base import LiveStats
+
+    return LiveStats(status="waiting", observed_ms=NOW, arrival_rows_per_second=rate, arrival_probed=probed,
+                     trigger_interval_s=4.0, completed_batches=6)
+
+
+def test_a_probed_rate_step_is_sized_before_a_batch_at_the_new_rate_completes():
+    # completed batches at 4 000 rows/s on 4 slots of 2 000 rows per busy slot-second: load 0.5, in the band;
+    # the source's probe reads 9 000 rows/s now: load 1.125 → ⌈9000 / 1400⌉ = 7, as if the batches showed it
+    (p,) = UtilizationTargetPolicy().evaluate(view([stage()], rate=4000, live=live(9000.0)), CFG)
+    assert p.value == 7 and p.inputs["target_rate"] == pytest.approx(9000)
+    # not probed (a rate extrapolated from completed batches' offsets): the batches' rate, no action
+    assert UtilizationTargetPolicy().evaluate(view([stage()], rate=4000, live=live(9000.0, probed=False)), CFG) == []
+    # live_rate forced on uses it unprobed, forced off ignores the probe
+    on = CFG.model_copy(update={"live_rate": True})
+    assert [p.value for p in UtilizationTargetPolicy().evaluate(
+        view([stage()], rate=4000, live=live(9000.0, probed=False)), on)] == [7]
+    off = CFG.model_copy(update={"live_rate": False})
+    assert UtilizationTargetPolicy().evaluate(view([stage()], rate=4000, live=live(9000.0)), off) == []
+    # a live rate below the batches' never lowers the target rate (a lull between batches)
+    assert [p.value for p in UtilizationTargetPolicy().evaluate(view([stage()], rate=9000, live=live(1000.0)),
+                                                                CFG)] == [7]
