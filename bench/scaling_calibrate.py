@@ -381,6 +381,10 @@ def run_rate(report: dict, run: dict):
 #: gets these where its config lacks them
 REPLAY_KINGMAN = {"wave_sizing": False, "scale_down_delay_s": 30.0,  # the delay's default until 2026-11-27
                   "catch_up": False}
+#: the same for utilization-target (its live rate and whole waves from 2026-11-27 16:00 UTC)
+REPLAY_UTILIZATION = {"wave_sizing": False, "live_rate": False, "catch_up": False}
+#: per policy
+REPLAY_POLICY = {"kingman": REPLAY_KINGMAN, "utilization-target": REPLAY_UTILIZATION}
 #: the same for the options every governed policy has (reports before 2026-11-26 20:45 UTC stored no
 #: config for threshold and utilization-target: their replay gets these too)
 REPLAY_GOVERNED = {"cooldown_up_after_down": True, "backlog_projected": False}
@@ -389,7 +393,7 @@ REPLAY_GOVERNED = {"cooldown_up_after_down": True, "backlog_projected": False}
 def controller(report: dict, run: dict, params: SimParams, replay: bool = False):
     """The simulated policy of ``run`` with its config in the report (``policy_configs``, else
     ``kingman_config`` for Kingman); ``replay``: that config is the real run's own (options it lacks behave
-    as before they existed, :data:`REPLAY_KINGMAN`, :data:`REPLAY_GOVERNED`), not overrides of today's
+    as before they existed, :data:`REPLAY_POLICY`, :data:`REPLAY_GOVERNED`), not overrides of today's
     defaults."""
     name = run["policy"]
     if name.startswith("static-"):
@@ -398,7 +402,7 @@ def controller(report: dict, run: dict, params: SimParams, replay: bool = False)
     if config is None:
         config = (report.get("kingman_config") or {}) if name == "kingman" else {}
     if replay:
-        config = {**REPLAY_GOVERNED, **(REPLAY_KINGMAN if name == "kingman" else {}), **config}
+        config = {**REPLAY_GOVERNED, **REPLAY_POLICY.get(name, {}), **config}
     ctrl = governed(name, config)(params, 0.0)
     return replace(ctrl, initial_executors=start_executors(run, params))
 

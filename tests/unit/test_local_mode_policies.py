@@ -141,13 +141,13 @@ def test_utilization_target_recommends_task_slots_in_local_mode():
                    parallelism=2, records_in_per_second=1800.0, utilization_windows=(0.9,) * 3, max_tasks=8)
     rate = tuple(BatchStats(i, NOW - int((6 - i) * 4000), 1.0, 12000, 3000.0, None) for i in range(6))
     v = local_view(stages=(s,), batches=rate)
-    # (DS2's fluid count; ignored in local mode: slots_per_executor, the knob counts slots)
-    cfg = UtilizationTargetConfig(slots_per_executor=4, wave_sizing=False)
+    # (DS2's fluid count, the default; ignored in local mode: slots_per_executor, the knob counts slots)
+    cfg = UtilizationTargetConfig(slots_per_executor=4)
     (p,) = UtilizationTargetPolicy().evaluate(v, cfg)
     assert p.value == 5 and p.inputs["utilization"] == pytest.approx(1.5) and p.inputs["slots_per_executor"] == 1
     assert "→ 2 → 5 task slots" in p.reason and p.reason.endswith(NOTE)
-    # in whole waves (the default): 8 tasks on 5–7 slots run in 2 waves as on 4 (load 0.75 > 0.7), so 8
-    (p,) = UtilizationTargetPolicy().evaluate(v, UtilizationTargetConfig())
+    # in whole waves (wave_sizing): 8 tasks on 5–7 slots run in 2 waves as on 4 (load 0.75 > 0.7), so 8
+    (p,) = UtilizationTargetPolicy().evaluate(v, UtilizationTargetConfig(wave_sizing=True))
     assert p.value == 8 and p.prediction["utilization"] == pytest.approx(3000 / (1000 * 8))
     # never a move against the load: under the band with the minimum above the need, no decision
     low = StageStats(key="s0", name="s0", tasks=100, service_mean_s=0.1, latency_mean_s=0.5, utilization=0.1,
