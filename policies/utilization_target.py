@@ -36,10 +36,23 @@ Decision: no proposal while ``utilization_min ≤ ρ(current slots) ≤ utilizat
 the fewest slots C with ``ρ(C) ≤ target_utilization`` (for one stage
 ``⌈target rate / (tpr · target)⌉``), as executors ``⌈C / slots per executor⌉``. Scale-downs go
 straight to the target, as in Flink (the framework's cool-downs and bounds still apply). Needs
-``min_windows`` statistics windows of data first. Not modelled: Flink's catch-up capacity for a
-backlog (``catch-up.duration``), its scale-down limit and its restart time — and, specific to
-micro-batches, the driver's per-batch time outside tasks (planning, commit), which is not busy slot
-time, so a job whose batches overrun because of it is not seen as loaded.
+``min_windows`` statistics windows of data first.
+
+**The rate arriving now** (``live_rate``; unset, the default: when the sources are probed,
+``policies.in_flight.probed``): the live state's arrival rate, when above the completed batches', is
+the target rate, so a rate step is sized for before a batch at the new rate completes (Flink's
+target rate is the source's current rate). Measured on the standalone cluster (2026-11-27, runs 68–72
+against 44–66): +9 to +22 points of spans on 4× and 8× steps, 0.07–0.11× static's executor-seconds
+more on every staircase.
+
+Options, off by default (both lost in the calibrated simulator; docs/policies/utilization-target.md):
+``catch_up`` (Flink's catch-up rate ``catch-up.duration``: under in-flight pressure, the executors
+for the arrival rate plus the rows waiting over ``catch_up_s``, ``policies.catch_up``) and
+``wave_sizing`` (a stage's load on C slots counts the slots of its whole task waves,
+``rate_model.effective_slots``; DS2's operators have no barrier). Not modelled: Flink's scale-down
+limit and its restart time — and, specific to micro-batches, the driver's per-batch time outside
+tasks (planning, commit), which is not busy slot time, so a job whose batches overrun because of it
+is not seen as loaded.
 
 In local mode (``local[N]``, ``JobView.local_slots``) the same sizing is in task slots (one slot per
 "executor") and the decision says the knob is not actuatable there.
@@ -97,7 +110,7 @@ class UtilizationTargetConfig(SafetyConfig):
     wave_sizing: bool = Field(False, description="A stage's load on C slots counts the slots of its whole task "
                                                  "waves (4 tasks on 3 slots run in 2 waves, as on 2: "
                                                  "rate_model.effective_slots), so a size that idles slots in a "
-                                                 "last wave is not chosen; off (default: it cost 3-10 % more "
+                                                 "last wave is not chosen; off (default: it cost 6-18 % more "
                                                  "executor-seconds in the calibrated simulator and kept no more "
                                                  "spans on the real cluster): DS2's fluid min(C, tasks)")
     live_rate: Optional[bool] = Field(None, description="Also size for the source's arrival rate in the live state "

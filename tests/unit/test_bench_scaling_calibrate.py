@@ -464,3 +464,20 @@ def test_a_knife_edge_real_outcome_is_rare_among_the_simulated_seeds_not_outside
     assert t["real_rank"] >= 0.9
     for name in ("kingman", "utilization-target", "static-4"):
         assert abs(rows[name]["gap_points"]) <= 5, (name, rows[name]["gap_points"])
+
+
+LIVE_SPIKE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-1613.json"
+LIVE_SHARP = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-27-1626.json"
+
+
+@pytest.mark.parametrize("path, seeds", [(LIVE_SPIKE, 5), (LIVE_SHARP, 20)])
+def test_calibrated_simulator_follows_utilization_target_with_the_live_rate(path, seeds):
+    """Runs 70 and 72 (2026-11-27): utilization-target sizing for the probed live arrival rate, on the spike
+    (0.957 real) and the sharp staircase (0.875 real; a bimodal outcome — whether a scale-down lands just
+    before the 4x step — so over 20 seeds). The replay keeps the run's own config (live_rate unset: on,
+    the source being probed); the executor-seconds within 10 %."""
+    out = run_calibration(load_report(path), seed=0, seeds=seeds)
+    (u,) = out["results"]
+    assert u["policy"] == "utilization-target" and u["real"]["slo_attainment_windows"] < 0.96
+    assert abs(u["gap_points"]) <= 5.0, u
+    assert 0.9 <= u["exec_seconds_ratio"] <= 1.1, u
