@@ -16,8 +16,9 @@ view's latency constraint, bound = the SLO target; config :data:`KINGMAN_CONFIG`
 ``utilization-target`` (DS2 / Flink autoscaler, defaults: target 0.7, band [0.4, 1.0]). Every
 policy gets the same view: batches, the micro-batch stage's statistics and the latency constraint
 (``bench.scaling_sim``) and, by default, the job's live state and cluster profile as the control
-plane has them (:data:`LIVE_STATE`; ``--no-live-state``: without). ``--config POLICY=JSON``
-overrides a governed entry's config (:func:`configured`).
+plane has them (:data:`LIVE_STATE`; ``--no-live-state``: without); ``--probe``: the job's source
+probed between batches as well (:func:`bench_params`). ``--config POLICY=JSON`` overrides a
+governed entry's config (:func:`configured`).
 
 Metrics per pair (latency of a batch: see ``bench.scaling_sim``; target ``slo_s``, default 2 T):
 
@@ -162,10 +163,14 @@ EXEC_SECONDS_SLACK = 1.10  # the goal: at most 10 % more executor-seconds than m
 LIVE_STATE = {"live_view": True, "state_interval_s": STATE_INTERVAL_S, "cluster_profile": True}
 
 
-def bench_params(live_state: bool = True) -> SimParams:
+def bench_params(live_state: bool = True, probe: bool = False) -> SimParams:
     """The benchmark's simulator parameters: :data:`DEFAULT_PARAMS`, with :data:`LIVE_STATE` when
-    ``live_state``."""
-    return replace(DEFAULT_PARAMS, **LIVE_STATE) if live_state else DEFAULT_PARAMS
+    ``live_state``; ``probe`` (needs the live state): the job's source is probed between batches
+    (``collectors.source_probe``; ``SimParams.live_probe``, with the control plane's surge evaluations),
+    as the project's own sources can be — its live arrival rate shows a rate step within a second."""
+    if probe and not live_state:
+        raise ValueError("a probed source needs the live state")
+    return replace(DEFAULT_PARAMS, **LIVE_STATE, live_probe=probe) if live_state else DEFAULT_PARAMS
 
 
 def configured(configs: dict[str, dict], policies: list[PolicyEntry] | None = None) -> list[PolicyEntry]:
@@ -305,7 +310,7 @@ def run_scaling_bench(profiles: tuple[str, ...] = tuple(PROFILES), duration_s: f
             "constraint_span_s": params.constraint_span_s, "attainment_target": ATTAINMENT_TARGET,
             "attainment_metric": ATTAINMENT_METRIC,
             "oscillation_window_s": window_s, "params": asdict(params), "kingman_config": KINGMAN_CONFIG,
-            "live_state": params.live_view, "configs": configs or {},
+            "live_state": params.live_view, "probe": params.live_probe, "configs": configs or {},
             "profiles": profile_info, "timelines": timelines}
 
 

@@ -77,19 +77,23 @@ def bench_overhead(runs: int, batches: int, rows: int, ingest_tasks: int, varian
 @click.option("--live-state/--no-live-state", default=True, show_default=True,
               help="The policies see the job between batches and the cluster profile, as the control plane "
                    "does (bench.scaling.LIVE_STATE); off: the completed batches only (the thesis' view).")
+@click.option("--probe/--no-probe", default=False, show_default=True,
+              help="With the live state: the job's source is probed between batches (collectors.source_probe), "
+                   "so its live arrival rate shows a rate step within a second, and the control plane's surge "
+                   "evaluations act on it.")
 @click.option("--config", "configs", multiple=True, metavar="POLICY=JSON",
               help="Overrides of a governed policy's defaults, e.g. 'kingman={\"spare_executors\": 0}'; "
                    "repeatable, one per policy.")
 @click.pass_context
 def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int, out: str, plot: str,
-                  calibrate, calibrate_seeds: int, live_state: bool, configs: tuple[str, ...]) -> None:
+                  calibrate, calibrate_seeds: int, live_state: bool, probe: bool, configs: tuple[str, ...]) -> None:
     """Executor policies vs static allocations on a simulated micro-batch job (no Spark)."""
     from spark_governor.bench.scaling import GOVERNED, PROFILES, bench_params, format_table, plot_report, run_scaling_bench
 
     if calibrate is not None:
-        for name in ("live_state", "configs"):
+        options = {"live_state": "--live-state/--no-live-state", "probe": "--probe/--no-probe", "configs": "--config"}
+        for name, option in options.items():
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
-                option = "--config" if name == "configs" else "--live-state/--no-live-state"
                 raise click.BadParameter("not with --calibrate (it replays the real run's configs and view)",
                                          param_hint=option)
         from spark_governor.bench.scaling_calibrate import (CalibrationError, format_calibration, load_report,
@@ -111,10 +115,13 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
     if unknown or not names:
         raise click.BadParameter(f"unknown {unknown or 'empty list'}; choose from {sorted(PROFILES)}",
                                  param_hint="--profiles")
+    if probe and not live_state:
+        raise click.BadParameter("a probed source needs the live state (not with --no-live-state)",
+                                 param_hint="--probe")
     overrides = _policy_configs(configs, GOVERNED)
     started = time.perf_counter()
-    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed, params=bench_params(live_state),
-                               configs=overrides)
+    report = run_scaling_bench(profiles=names, duration_s=duration, seed=seed,
+                               params=bench_params(live_state, probe), configs=overrides)
     write_json(report, out, indent=2)
     click.echo(format_table(report))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.1f} s)", err=True)

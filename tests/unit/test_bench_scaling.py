@@ -463,3 +463,28 @@ def test_cli_live_state_and_config(tmp_path):
     res = CliRunner().invoke(main, ["bench", "scaling", "--calibrate", str(fixture), "--config", "kingman={}",
                                     "--out", str(tmp_path / "c.json")])
     assert res.exit_code == 2 and "--calibrate" in res.output and not (tmp_path / "c.json").exists()
+
+
+def test_a_probed_source_lets_utilization_target_size_a_step_before_its_batch_completes(tmp_path):
+    """``bench scaling --probe``: the source is probed between batches, so utilization-target's target rate is the
+    rate arriving now (``live_rate`` unset: on when probed) and the spike's step is sized for sooner; more of its
+    spans are kept than with the same live state unprobed (0.929 → 0.979 at seed 0, 1200 s)."""
+    probed, plain = bench_params(probe=True), bench_params()
+    assert probed.live_probe and not plain.live_probe and probed.surge_ratio
+    with pytest.raises(ValueError, match="live state"):
+        bench_params(live_state=False, probe=True)
+    entries = [e for e in POLICIES if e.name == "utilization-target"]
+    with_probe = run_scaling_bench(profiles=("spike",), params=probed, policies=entries)
+    without = run_scaling_bench(profiles=("spike",), params=plain, policies=entries)
+    att = {name: next(r for r in rep["results"] if r["policy"] == "utilization-target")["slo_attainment_windows"]
+           for name, rep in (("probe", with_probe), ("plain", without))}
+    assert att["probe"] >= 0.95 > att["plain"]
+    assert with_probe["probe"] is True and without["probe"] is False
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(main, ["bench", "scaling", "--profiles", "spike", "--duration", "300", "--probe",
+                                  "--out", str(out), "--plot", ""], catch_exceptions=False)
+    assert r.exit_code == 0 and json.loads(out.read_text())["probe"] is True
+    for bad in (["--no-live-state", "--probe"], ["--calibrate", "x.json", "--probe"]):
+        gone = tmp_path / "gone.json"
+        res = CliRunner().invoke(main, ["bench", "scaling", *bad, "--out", str(gone), "--plot", ""])
+        assert res.exit_code == 2 and "--probe" in res.output and not gone.exists(), res.output
