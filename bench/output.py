@@ -15,6 +15,9 @@ def save_figure(fig, path: str, dpi: int = 100) -> None:
     """Save a matplotlib figure as PNG to ``path`` (creating its folder) and close it."""
     import matplotlib.pyplot as plt
 
+    if not path:
+        plt.close(fig)
+        raise ValueError("no path for the figure")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

@@ -248,11 +248,12 @@ def _plan_errors():
 
 
 def _write_report(report: dict, out: str, plot: str, plot_report, format_report) -> None:
-    """Write the JSON and the PNG, print the table and where they went."""
+    """Write the JSON and the PNG (none when ``plot`` is ''), print the table and where they went."""
     write_json(report, out)
-    plot_report(report, plot)
+    if plot:
+        plot_report(report, plot)
     click.echo(format_report(report))
-    click.echo(f"wrote {out} and {plot}")
+    click.echo(f"wrote {out}" + (f" and {plot}" if plot else ""))
 
 
 def _seeds(text: str) -> list[int]:
@@ -287,7 +288,8 @@ def _floats(text: str, name: str) -> list[float]:
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1), help="Plans per case (partitioners under 1 s); the least CPU time is kept.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", default="bench-results/partitioners.json", show_default=True, type=click.Path(dir_okay=False))
-@click.option("--plot", default="bench-results/partitioners.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/partitioners.png", show_default=True, type=click.Path(dir_okay=False),
+              help="PNG of the results ('' to skip).")
 def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, seed, out, plot) -> None:
     """Every partitioner's BSI, BCI, KSR, MPI, max/mean block load and planning throughput on Zipf batches."""
     from spark_governor.bench.partitioners import format_table, plot_report, run_partitioner_bench
@@ -313,7 +315,8 @@ def bench_partitioners(zs, supports, tuples, partitions, algorithms, repeats, se
 @click.option("--work-us", default=20.0, show_default=True, type=click.FloatRange(0), help="Microseconds per record (wait).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", default="bench-results/spark_skew.json", show_default=True, type=click.Path(dir_okay=False))
-@click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/spark_skew.png", show_default=True, type=click.Path(dir_okay=False),
+              help="PNG of the results ('' to skip).")
 def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops, work_us, seed, out, plot) -> None:
     """Batch processing time of a real Spark streaming job under skew: hash vs the Prompt plan (median, ratio)."""
     from spark_governor.bench.spark_skew import format_report, plot_report, run_spark_skew_bench
@@ -344,7 +347,8 @@ def bench_spark_skew(batches, rows, z, keys, cores, partitions, work, work_loops
 @click.option("--settle", default=3, show_default=True, type=click.IntRange(0), help="Batches after each drift excluded from 'converged'.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", default="bench-results/partitioners_drift.json", show_default=True, type=click.Path(dir_okay=False))
-@click.option("--plot", default="bench-results/partitioners_drift.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/partitioners_drift.png", show_default=True, type=click.Path(dir_okay=False),
+              help="PNG of the results ('' to skip).")
 def bench_partitioners_drift(zs, support, tuples, batches, drift_every, partitions, algorithms, theta_max, table_max,
                              plan_margin, dalton_hot_factor, window, settle, seed, out, plot) -> None:
     """Max/mean load per batch, planning time (median, p95), migration cost and table size on a drifting Zipf

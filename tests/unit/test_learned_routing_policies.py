@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from spark_governor.policies.base import DirectiveState, JobView, PartitionBatchStats
@@ -221,3 +222,25 @@ def test_dalton_policy_hot_factor_routes_more_keys():
     from spark_governor.policies.registry import InvalidConfig
     with pytest.raises(InvalidConfig, match="hot_factor"):
         validate_config(cls, {"hot_factor": 0.5})
+
+
+def test_drift_bench_without_a_plot_writes_no_png(tmp_path, monkeypatch):
+    """``--plot ''`` skips the PNG (it used to save one named ``.png`` in the working directory)."""
+    from spark_governor.api.cli import main
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["bench", "partitioners-drift", "--z", "1.5", "--tuples", "2000", "--batches", "2",
+                                  "--drift-every", "1", "--settle", "0", "--algorithms", "hash,dalton",
+                                  "--out", "d.json", "--plot", ""])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json"]
+    assert r.output.rstrip().endswith("wrote d.json")
+
+
+def test_save_figure_refuses_an_empty_path():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spark_governor.bench.output import save_figure
+    with pytest.raises(ValueError, match="no path"):
+        save_figure(plt.figure(), "")
