@@ -41,8 +41,8 @@ straight to the target, as in Flink (the framework's cool-downs and bounds still
 **The rate arriving now** (``live_rate``; unset, the default: when the sources are probed,
 ``policies.in_flight.probed``): the live state's arrival rate, when above the completed batches', is
 the target rate, so a rate step is sized for before a batch at the new rate completes (Flink's
-target rate is the source's current rate). Measured on the standalone cluster (2026-11-27, runs 68–72
-against 44–66): +9 to +22 points of spans on 4× and 8× steps, 0.07–0.11× static's executor-seconds
+target rate is the source's current rate). Measured on the standalone cluster (2026-11-27, runs 68–74
+against 44–66): +6 to +22 points of spans on 4× and 8× steps, 0.07–0.12× static's executor-seconds
 more on every staircase.
 
 Options, off by default (both lost in the calibrated simulator; docs/policies/utilization-target.md):
