@@ -70,6 +70,15 @@ def probed(view: JobView) -> bool:
     return view.live is not None and view.live.arrival_probed and bool(view.live.arrival_rows_per_second)
 
 
+def uses_live_rate(view: JobView, setting: Optional[bool]) -> bool:
+    """Whether a policy sizes for the live state's arrival rate: its ``live_rate`` ``setting`` when set
+    (and the view has a live rate), else (unset, the default) whether the sources are :func:`probed` —
+    a live rate extrapolated from completed batches' offsets shows a step no earlier than they do."""
+    if setting is None:
+        return probed(view)
+    return setting and view.live is not None and bool(view.live.arrival_rows_per_second)
+
+
 def bound_s(view: JobView) -> Optional[float]:
     """The latency bound work in flight is held to: the tightest whole-query constraint bound (s);
     None without one (a stage-sequence constraint does not bound records in flight)."""

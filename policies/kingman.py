@@ -93,8 +93,9 @@ doubling, a spare or a scale-down step goes to the fewest slots with its waves
 A scale-out must also keep the bound while its new executors warm up (``warmup_sizing``;
 :func:`warm_equivalent`, :meth:`KingmanPolicy._warmup_sized`: the pool counted as the warm executors
 it is worth over one interval, from the measured warm-up factor and duration), else it adds executors.
-With ``live_rate`` (unset by default: on when the sources are probed, :func:`uses_live_rate`) the plan
-is also made for the source's arrival rate in the live state when it exceeds the completed batches' (:func:`live_load`: a rate step is then sized for before
+With ``live_rate`` (unset by default: on when the sources are probed,
+:func:`policies.in_flight.uses_live_rate`) the plan is also made for the source's arrival rate in the
+live state when it exceeds the completed batches' (:func:`live_load`: a rate step is then sized for before
 the first batch at the new rate completes; such a scale-out is not held back after a scale-down, the
 live rate being no effect of the removal). Without a profile
 (or ``cluster_model=False``) the overhead terms are 0 and no trend is used: the paper's model; the
@@ -117,7 +118,7 @@ from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, la
 from spark_governor.policies.kingman_config import KingmanConfig
 from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_load, load_growth, peak_load,
                                                      provisioning_delay_s, rate_rising, register_delay_s,
-                                                     trigger_wait_s, uses_live_rate, warm_equivalent)
+                                                     trigger_wait_s, warm_equivalent)
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
                                               sequence_wait, wave_slots, with_load)
 from spark_governor.policies.safety import cooldown_s, within_bounds
@@ -410,7 +411,7 @@ class KingmanPolicy(Policy):
         """Whether the live arrival rate alone asks for more than ``current`` executors: a rate step, no
         effect of a recent scale-down, so not held back after one (run 23 on the standalone cluster: a
         scale-down 12 s before a 2x step held the in-flight scale-out for 20 s)."""
-        surge = live_load(view, cfg) if uses_live_rate(view, cfg) else 1.0
+        surge = live_load(view, cfg) if in_flight.uses_live_rate(view, cfg.live_rate) else 1.0
         if surge <= 1.0:
             return False
         now = self.plan(view, cfg, surge)
@@ -482,7 +483,7 @@ class KingmanPolicy(Policy):
         plan = self.plan(view, cfg)
         if plan is not None:
             wanted = max(wanted, plan["executors"])
-        surge = live_load(view, cfg) if uses_live_rate(view, cfg) else 1.0
+        surge = live_load(view, cfg) if in_flight.uses_live_rate(view, cfg.live_rate) else 1.0
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, cfg, surge)
             if now is not None:
@@ -576,7 +577,8 @@ class KingmanPolicy(Policy):
         wanted = spare
         spare = self._wave_spare(plan, target, max(0, min(spare, useful - target)), config)
         target += spare
-        surge, surged = (live_load(view, config) if uses_live_rate(view, config) else 1.0), False
+        surged = False
+        surge = live_load(view, config) if in_flight.uses_live_rate(view, config.live_rate) else 1.0
         if surge > 1.0:  # the rate arriving now, ahead of the completed batches
             now = self.plan(view, config, surge)
             extra = 0 if now is None or any(c["bottleneck"] for c in now["constraints"].values()) else wanted

@@ -95,12 +95,6 @@ def live_load(view: JobView, cfg: KingmanConfig) -> float:
     return max(1.0, live.arrival_rows_per_second / rate)
 
 
-def uses_live_rate(view: JobView, cfg: KingmanConfig) -> bool:
-    """``live_rate`` as set, else (unset, the default) whether the sources are probed (:func:`probed`): a
-    live rate extrapolated from completed batches' offsets shows a step no earlier than they do."""
-    return cfg.live_rate if cfg.live_rate is not None else in_flight.probed(view)
-
-
 def rate_rising(view: JobView, cfg: KingmanConfig, delay_s: Optional[float]) -> bool:
     """Whether the arrival rate is rising by more than ``spare_rise_margin`` (a share, e.g. 0.1 = 10 %)
     of the measured rate (:func:`arrival_rate` over ``rate_span_s``, rows/s): the live rate (rows/s

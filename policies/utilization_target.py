@@ -163,16 +163,9 @@ class UtilizationTargetPolicy(Policy):
         if not view.stages or not all(self._usable(s, cfg) for s in view.stages):
             return None
         rate = arrival_rate(view)
-        if self.uses_live_rate(view, cfg) and view.live.arrival_rows_per_second > (rate or 0.0):
+        if in_flight.uses_live_rate(view, cfg.live_rate) and view.live.arrival_rows_per_second > (rate or 0.0):
             rate = view.live.arrival_rows_per_second
         return stage_model(view, view.stages[0].records_in_per_second if rate is None else rate)
-
-    @staticmethod
-    def uses_live_rate(view: JobView, cfg: UtilizationTargetConfig) -> bool:
-        """``live_rate`` as set (with a live rate to use), else whether the sources are probed."""
-        if cfg.live_rate is None:
-            return in_flight.probed(view)
-        return cfg.live_rate and view.live is not None and bool(view.live.arrival_rows_per_second)
 
     @staticmethod
     def catch_up(view: JobView, cfg: UtilizationTargetConfig, interval: Optional[float]) -> Optional[dict]:

@@ -182,3 +182,12 @@ def test_a_probed_rate_step_is_sized_before_a_batch_at_the_new_rate_completes():
     # a live rate below the batches' never lowers the target rate (a lull between batches)
     assert [p.value for p in UtilizationTargetPolicy().evaluate(view([stage()], rate=9000, live=live(1000.0)),
                                                                 CFG)] == [7]
+
+
+def test_uses_live_rate_is_the_setting_else_whether_the_source_is_probed():
+    from spark_governor.policies import in_flight
+
+    probed, extrapolated = view([stage()], live=live(9000.0)), view([stage()], live=live(9000.0, probed=False))
+    assert in_flight.uses_live_rate(probed, None) and not in_flight.uses_live_rate(extrapolated, None)
+    assert in_flight.uses_live_rate(extrapolated, True) and not in_flight.uses_live_rate(probed, False)
+    assert not in_flight.uses_live_rate(view([stage()]), True)  # no live state: nothing to use
