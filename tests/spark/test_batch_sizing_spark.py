@@ -77,15 +77,31 @@ def test_fixed_point_restabilizes_after_rate_step_and_matches_static_run(spark, 
         wait_for(directed, 300, 0.5, "converged batches at the first rate")
         step_ms = int(time.time() * 1000)
         write_rate(rate_file, 2 * RATE)
-        # counted from the first batch whose rows all arrived after the step: the source counts a new rate from
-        # the rate file's write (collectors.sources.rate_file), so the batch cut across the step holds both
-        def after(bs):
-            return [b for b in bs if b.interval_s is not None and b.trigger_ms - b.interval_s * 1000 >= step_ms]
-        wait_for(lambda: len(after(progress_batches(query))) >= 8, 300, 0.5, "8 batches after the step")
-        after_step = after(progress_batches(query))
+        # counted from the first batch cut after the policy's first decision on a batch at the new rate (its
+        # rows all arrived after the step: the source counts a new rate from the rate file's write,
+        # collectors.sources.rate_file). How many batches the plane needs to see that batch (window 1 s,
+        # evaluation 0.5 s, flush 0.25 s) depends on the interval the policy had settled on (2-3 batches of
+        # 0.35 s, 1 of 1 s); the policy's re-stabilization does not.
+        def cut_after(bs, ms):
+            return [b for b in bs if b.interval_s is not None and b.trigger_ms - b.interval_s * 1000 >= ms]
+
+        def first_decision_ms():
+            new_rate = cut_after(progress_batches(query), step_ms)
+            if not new_rate:
+                return None
+            ds = requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions", timeout=10,
+                              params={"knob": "batch_interval", "since_ms": step_ms}).json()["decisions"]
+            return min((d["created_ms"] for d in ds if d["inputs"]["batch_id"] >= new_rate[0].batch_id),
+                       default=None)
+        wait_for(lambda: first_decision_ms() is not None, 120, 0.5, "a decision on a batch at the new rate")
+        react_ms = first_decision_ms()
+        wait_for(lambda: len(cut_after(progress_batches(query), react_ms)) >= 8, 300, 0.5,
+                 "8 batches after the decision")
+        after_step = cut_after(progress_batches(query), react_ms)
         k = stable_pair_index(after_step)
         trace = [(b.batch_id, b.interval_s, round(b.processing_s, 2)) for b in after_step]
-        print("after the step (batch id, interval s, processing s):", trace)
+        print(f"decided {react_ms - step_ms} ms after the step; then (batch id, interval s, processing s):", trace)
+        assert react_ms - step_ms < 10_000, react_ms - step_ms  # the plane saw the step within seconds
         assert k is not None and k <= 4, trace  # stable again on consecutive batches within 5 batches
         high = [b.interval_s for b in after_step]
         fall_ms = int(time.time() * 1000)
