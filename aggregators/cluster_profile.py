@@ -25,7 +25,16 @@ policy evaluation (``api.governor``):
   their first launch to the end of the last of them, ran before the first task at most
   ``slow_ratio`` (1.5) × steady that starts a run of ``STEADY_RUN`` tasks with a median that is too
   (0 when the first task already was; a stray slow task later, e.g. on a loaded machine, does not
-  count).
+  count). ``work_factor`` = median over new executors of the run time of those slow tasks (its first
+  task when none was) divided by the run time steady tasks of the same templates would take for the
+  same records: how much slower the executor works while it warms up. ``factor`` averages the
+  per-task ratios of the first ``first_tasks`` tasks, so one slow task among nine steady ones reads
+  1.13 where the batches say that task ran about 2.3× (run 83 on the standalone cluster, 2026-11-27),
+  and a cheap task (a stateful stage's, reading few records) that is slow weighs as much as a long
+  scan: runs 68, 69 and 72 read ×4.3–5.5 where their first batches on the new executors ran at most
+  ×1.9 the batch model. ``work_factor`` weighs each task by its time.
+  Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
+  real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
   span of its tasks (first launch → last finish; tasks joined on query id and batch id). Planning,
   offset and commit log writes, the sink's commit and scheduling gaps are all in it. Batches without
@@ -195,13 +204,14 @@ def _service(r, per_record: bool) -> Optional[float]:
 def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
            initial_grace_s: float = INITIAL_GRACE_S, first_launch: Optional[dict[str, int]] = None,
            run_start_ms: Optional[int] = None) -> dict:
-    """``{"samples", "factor", "tasks", "duration_s"}`` of the run's new executors (module docstring).
+    """``{"samples", "factor", "tasks", "duration_s", "work_factor"}`` of the run's new executors (module
+    docstring).
     ``task_rows``: the run's latest tasks in launch order; ``first_launch``: each executor's first
     launch in the whole run and ``run_start_ms`` the run's first (executors whose first tasks are not
     among ``task_rows`` are left out); default: as in ``task_rows``."""
     ok = [r for r in task_rows if r.successful]
     if not ok:
-        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
     by_template: dict[int, list] = {}
     for r in ok:
         by_template.setdefault(r.template_id, []).append(r)
@@ -229,20 +239,27 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             continue
         s = _service(r, per_record[r.template_id])
         if s is not None:
-            runs.setdefault(r.executor_id, []).append((s / steady[r.template_id], r.launch_ms, r.finish_ms))
-    factors, counts, durations = [], [], []
+            ratio, actual = s / steady[r.template_id], r.run_time_ms / 1000.0
+            # (ratio, launch, finish, run time s, the run time a steady task of its template would take s)
+            runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
+                                                       actual / ratio if ratio > 0 else 0.0))
+    factors, counts, durations, work = [], [], [], []
     for e, seq in runs.items():
         head = seq[:first_tasks]
-        factors.append(statistics.fmean(x for x, _, _ in head))
-        ratios = [x for x, _, _ in seq]
+        factors.append(statistics.fmean(x[0] for x in head))
+        ratios = [x[0] for x in seq]
         end = next((k for k in range(len(ratios)) if ratios[k] <= slow_ratio
                     and statistics.median(ratios[k:k + STEADY_RUN]) <= slow_ratio), len(ratios))
         counts.append(end)
         durations.append((seq[end - 1][2] - first_seen[e]) / 1000.0 if end else 0.0)
+        slow = seq[:max(end, 1)]
+        if sum(x[4] for x in slow) > 0:
+            work.append(sum(x[3] for x in slow) / sum(x[4] for x in slow))
     if not factors:
-        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
     return {"samples": len(factors), "factor": statistics.median(factors),
-            "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations)}
+            "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations),
+            "work_factor": statistics.median(work) if work else None}
 
 
 def driver_overhead(conn: Connection, job_id: int, run, max_batches: int = 500) -> dict:
@@ -330,8 +347,12 @@ def refresh(conn: Connection, job: str, job_id: int, now_ms: int, min_interval_s
 
 
 def from_json(d: dict) -> ClusterProfile:
-    return ClusterProfile(**{k: d[k] for k in ("job", "run_id", "provisioning", "warmup", "driver_overhead",
-                                                 "prediction_error")})
+    """A stored profile; ``warmup.work_factor`` (2026-11-27) is None in profiles stored before it."""
+    p = ClusterProfile(**{k: d[k] for k in ("job", "run_id", "provisioning", "warmup", "driver_overhead",
+                                              "prediction_error")})
+    if p.warmup and "work_factor" not in p.warmup:
+        p.warmup = {**p.warmup, "work_factor": None}
+    return p
 
 
 def stored(conn: Connection, job_id: int) -> Optional[ClusterProfile]:

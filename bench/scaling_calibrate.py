@@ -46,7 +46,11 @@ on the same staircase, for every policy of that run, side by side with the real 
     samples, else the runs' own, and the per-row service (``service.row_cost_s``), else the job's
     configured ``row_cost_us``;
   - warm-up (control plane only): ``warmup_factor`` and the tasks it lasts, sample-weighted over
-    the runs (none measured: no warm-up). The measured tasks count every stage's tasks on the new
+    the runs (none measured: no warm-up). The factor that slows the simulated executors is the
+    profile's ``work_factor`` (its slow tasks' run time over a steady one's, weighed by time; reports
+    from 2026-11-27 20:00 UTC on), and the one the simulated control plane reports to the policies
+    its ``factor``, as the real one did (``reported_warmup_factor``); a report without
+    ``work_factor`` uses ``factor`` for both, as before. The measured tasks count every stage's tasks on the new
     executor, while a simulated task is a partition's whole batch (all its stages): ``warmup_tasks`` =
     measured tasks / the job's stages per batch (the most stage templates a run's ``service`` lists),
     rounded up: one slow task of the first stage makes the new executor's first simulated task slow.
@@ -167,6 +171,7 @@ def cluster_params(report: dict) -> dict:
     """The cluster parameters pooled over the report's runs (module docstring); None = not measured.
     ``fit``: the pooled batch-duration fit."""
     prov, ovh, plane_ovh, factor, tasks, secs, cost, points, stages = [], [], [], [], [], [], [], [], 1
+    work = []
     delays, releases = [], []
     for r in report["results"]:
         delays += registration_delays(r)
@@ -181,6 +186,7 @@ def cluster_params(report: dict) -> dict:
         w = c.get("warmup") or {}
         n = w.get("samples") or 0
         factor.append((w.get("factor"), n))
+        work.append((w.get("work_factor"), n))
         tasks.append((w.get("tasks"), n))
         secs.append((w.get("duration_s"), n))
         if svc.get("row_cost_s"):
@@ -199,7 +205,9 @@ def cluster_params(report: dict) -> dict:
             "driver_overhead_s": fit["overhead_s"] if use_fit else plane if plane is not None else _weighted(ovh),
             "task_overhead_s": fit["task_overhead_s"] if use_fit else None,
             "task_overhead_per_slot_s": fit.get("task_overhead_per_slot_s") if use_fit else None,
-            "warmup_factor": _weighted(factor), "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
+            "warmup_factor": _weighted(work) if _weighted(work) is not None else _weighted(factor),
+            "reported_warmup_factor": _weighted(factor) if _weighted(work) is not None else None,
+            "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
             "warmup_s": _weighted(secs), "stages_per_batch": stages,
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
             "noise_sigma": fit["noise_sigma"] if use_fit else None,
@@ -351,6 +359,8 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
                 "task_noise_sigma": cluster["task_noise_sigma"], "release_delay_s": cluster.get("release_delay_s")}
     if cluster["warmup_factor"] is not None:
         measured.update(warmup_factor=cluster["warmup_factor"], warmup_tasks=cluster["warmup_tasks"] or 0)
+        if cluster.get("reported_warmup_factor") is not None:
+            measured["reported_warmup_factor"] = cluster["reported_warmup_factor"]
     defaults = sorted(k for k, v in measured.items() if v is None)
     if cluster["warmup_factor"] is None:
         defaults.append("warmup_factor")
@@ -538,7 +548,9 @@ def format_calibration(out: dict) -> str:
                                                      f"{max(delays):.1f} s, drawn per scale-out)" if delays else ""))
     lines += ["", f"simulated with: {prov}, release {p.get('release_delay_s', 0.0):.1f} s, "
                   f"driver overhead {p['driver_overhead_s']:.2f} s/batch, "
-                  f"warm-up ×{p['warmup_factor']:.2f} ({p['warmup_tasks']} tasks / {p['warmup_s']:.0f} s), "
+                  f"warm-up ×{p['warmup_factor']:.2f} ({p['warmup_tasks']} tasks / {p['warmup_s']:.0f} s"
+                  + (f"; reported ×{p['reported_warmup_factor']:.2f}" if p.get('reported_warmup_factor') else "")
+                  + "), "
                   f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "
                   f"+ {p.get('task_overhead_per_slot_s', 0.0):.2f} s/task per slot, "
                   f"noise σ {p['noise_sigma']:.2f} per batch, {p['task_noise_sigma']:.2f} "

@@ -195,7 +195,7 @@ def measure_run(url: str, job: str, *, decisions: list[dict], samples: list[dict
     service["fit"] = overhead["fit"]
     bench = {"provisioning": provisioning_from_samples(
                  [d for d in decisions if t0 * 1000 <= d["created_ms"] <= t_end * 1000], samples),
-             "warmup": {"samples": 0, "factor": None, "tasks": None, "duration_s": None},
+             "warmup": {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None},
              "driver_overhead": overhead}
     return {"cluster": merge_cluster(fetch_cluster(url, job, get), bench), "service": service,
             "batch_points": points}

@@ -320,10 +320,10 @@ class SimControlPlane:
         reg = sum(self.registrations) / len(self.registrations) if self.registrations else None
         warm_f = warm_s = None
         if self.provisioning and p.warmup:
-            warm_f = p.warmup_factor
+            warm_f = p.reported_warmup_factor if p.reported_warmup_factor is not None else p.warmup_factor
             filled = [k for k, w in self.windows.items() if w.tasks]
             mean_task = self.windows[max(filled)].service.mean if filled else None
-            warm_s = p.warmup_s or (p.warmup_tasks * p.warmup_factor * mean_task if mean_task else None)
+            warm_s = p.warmup_s or (p.warmup_tasks * warm_f * mean_task if mean_task else None)
         overhead = p.overhead_s + p.driver_overhead_s if self.stats else None
         return ClusterInputs(provisioning_delay_s=prov, register_s=reg, warmup_factor=warm_f, warmup_s=warm_s,
                              driver_overhead_s=overhead)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -87,6 +88,10 @@ class SimParams:
     warmup_factor: float = 1.0
     warmup_tasks: int = 0
     warmup_s: float = 0.0
+    # The warm-up factor the simulated control plane reports to the policies (``ClusterInputs``), as the
+    # real one measured it (``aggregators.cluster_profile``'s ``factor``, while the executors here are
+    # slowed by its ``work_factor``); None: ``warmup_factor``.
+    reported_warmup_factor: Optional[float] = None
     # The job between batches (issue 14, "See the job between batches"): give the policies the view's
     # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)

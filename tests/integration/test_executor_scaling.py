@@ -70,7 +70,7 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         prov, warm, overhead = profile["provisioning"], profile["warmup"], profile["driver_overhead"]
         assert 0 < prov["register_s"]["median"] < wall and 0 < prov["first_task_s"]["median"] < wall, profile
         assert prov["register_s"]["median"] + prov["first_task_s"]["median"] < wall
-        assert warm["factor"] > 0 and warm["tasks"] >= 0 and 0 <= warm["duration_s"] < wall, profile
+        assert warm["factor"] > 0 and warm["work_factor"] > 0 and warm["tasks"] >= 0 and 0 <= warm["duration_s"] < wall, profile
         assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)

@@ -481,3 +481,42 @@ def test_calibrated_simulator_follows_utilization_target_with_the_live_rate(path
     assert u["policy"] == "utilization-target" and u["real"]["slo_attainment_windows"] < 0.96
     assert abs(u["gap_points"]) <= 5.0, u
     assert 0.9 <= u["exec_seconds_ratio"] <= 1.1, u
+
+
+def test_the_work_factor_slows_the_simulated_executors_and_the_policies_see_the_planes_factor():
+    """Reports from 2026-11-27 20:00 UTC carry the profile's ``work_factor`` (the slow tasks' run time over
+    a steady one's): it slows the simulated new executors, while the simulated control plane reports the
+    measured ``factor`` to the policies, as the real one did. Without it, ``factor`` does both."""
+    report = load_report(LEAN_SPIKE)
+    before = cluster_params(report)
+    assert before["reported_warmup_factor"] is None
+    for r in report["results"]:
+        w = r["cluster"]["warmup"]
+        if w["samples"]:
+            w["work_factor"] = 2 * w["factor"]
+    after = cluster_params(report)
+    assert after["warmup_factor"] == pytest.approx(2 * before["warmup_factor"])
+    assert after["reported_warmup_factor"] == pytest.approx(before["warmup_factor"])
+    out = run_calibration(report, seed=0, seeds=3)
+    assert out["params"]["warmup_factor"] == pytest.approx(after["warmup_factor"])
+    assert out["params"]["reported_warmup_factor"] == pytest.approx(before["warmup_factor"])
+    slower = out["results"][0]["sim"]["slo_attainment_windows"]
+    same = run_calibration(load_report(LEAN_SPIKE), seed=0, seeds=3)["results"][0]["sim"]["slo_attainment_windows"]
+    assert slower <= same
+
+
+def test_the_simulated_plane_reports_the_reported_warmup_factor():
+    from dataclasses import replace
+
+    from spark_governor.bench.scaling import governed
+    from spark_governor.bench.scaling_sim_control import SimControlPlane
+    from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS
+
+    p = replace(DEFAULT_PARAMS, cluster_profile=True, warmup_factor=3.0, warmup_tasks=1)
+    plane = SimControlPlane(governed("kingman", {})(p, 0.0), p)
+    plane.provisioning = [5.0]
+    assert plane.cluster().warmup_factor == 3.0
+    reported = replace(p, reported_warmup_factor=1.2)
+    plane = SimControlPlane(governed("kingman", {})(reported, 0.0), reported)
+    plane.provisioning = [5.0]
+    assert plane.cluster().warmup_factor == 1.2

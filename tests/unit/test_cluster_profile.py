@@ -94,6 +94,8 @@ def test_provisioning_warmup_and_driver_overhead_from_sql(store):
     # from its first launch (T0+57.5 s) to its third task's end (batch 16: T0+65.5+3 s)
     assert p.warmup["samples"] == 1 and p.warmup["factor"] == pytest.approx(1.6)
     assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
+    # weighed by time over the 3 slow tasks (the same records each): 3 × slower while it warmed up
+    assert p.warmup["work_factor"] == pytest.approx(3.0)
     # every batch: duration = task span + 1.5 s
     assert p.driver_overhead["samples"] == 40
     assert p.driver_overhead["mean_s"] == pytest.approx(1.5) and p.driver_overhead["p90_s"] == pytest.approx(1.5)
@@ -105,6 +107,7 @@ def test_a_stray_slow_task_later_does_not_extend_the_warm_up(store):
         p = cluster_profile.measure(conn, "cp", build(conn, stray=15))  # executor 2's 16th task is slow too
     assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
     assert p.warmup["factor"] == pytest.approx(1.6)  # the first 10 tasks
+    assert p.warmup["work_factor"] == pytest.approx(3.0)  # the 3 slow ones
 
 
 def test_reading_only_the_latest_tasks_misattributes_no_executor(store):
@@ -126,7 +129,7 @@ def test_no_new_executor_no_samples(store):
     with store.begin() as conn:
         p = cluster_profile.measure(conn, "cp", build(conn, executor_events=False, n_batches=10))  # no executor 2
     assert p.provisioning["samples"] == 0 and p.provisioning["register_s"] == {"median": None, "p90": None}
-    assert p.warmup == {"samples": 0, "factor": None, "tasks": None, "duration_s": None}
+    assert p.warmup == {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
     assert p.driver_overhead["samples"] == 10
 
 
@@ -170,6 +173,7 @@ def test_refresh_keeps_one_row_per_job_and_feeds_api_and_metrics(store, sqlite_u
     assert 'spark_governor_provisioning_delay_seconds{part="register",spark_job="cp"} 12.0' in text
     assert 'spark_governor_provisioning_delay_seconds{part="first_task",spark_job="cp"} 8.5' in text
     assert 'spark_governor_executor_warmup_factor{spark_job="cp"} 1.6' in text
+    assert 'spark_governor_executor_warmup_work_factor{spark_job="cp"} 3.0' in text
     assert 'spark_governor_driver_overhead_seconds{spark_job="cp"} 1.5' in text
     assert "spark_governor_prediction_error_ratio{" not in text  # no judged decision yet
     silent = CollectorRegistry()
@@ -196,3 +200,28 @@ def test_profile_is_measured_often_only_while_a_new_executor_warms_up(store):
         assert cluster_profile.REFRESH_AFTER_SCALE_S < cluster_profile.REFRESH_STEADY_S
         # a job without executor events (no listener jar events, or static executors)
         assert cluster_profile.refresh_interval_s(conn, job_id + 1, T0 + 60_000) == cluster_profile.REFRESH_STEADY_S
+
+
+def test_work_factor_weighs_the_slow_tasks_by_their_time():
+    """A new executor's first batch: its scan task (2 s steady for 1 000 records) ran 2×, its stateful task
+    (0.1 s steady for 10 records) 10×. The per-task mean of the first tasks reads the cheap task as much
+    as the long one; the executor's work took (4 + 1) / (2 + 0.1) = 2.38× the steady time."""
+    from types import SimpleNamespace as T
+
+    def task(i, ex, tpl, run_ms, records, launch):
+        return T(successful=True, template_id=tpl, executor_id=ex, launch_ms=launch, finish_ms=launch + run_ms,
+                 run_time_ms=run_ms, input_records=records if tpl == 1 else 0,
+                 shuffle_read_records=records if tpl == 2 else 0)
+    rows, t = [], 0
+    for b in range(12):  # executor "1" from the start: steady tasks
+        rows += [task(len(rows), "1", 1, 2000, 1000, t), task(len(rows) + 1, "1", 2, 100, 10, t + 2000)]
+        t += 3000
+    rows += [task(len(rows), "2", 1, 4000, 1000, t), task(len(rows) + 1, "2", 2, 1000, 10, t + 4000)]
+    t += 6000
+    for b in range(12):  # then steady on executor "2" too
+        rows += [task(len(rows), "2", 1, 2000, 1000, t), task(len(rows) + 1, "2", 2, 100, 10, t + 2000)]
+        t += 3000
+    w = cluster_profile.warmup(rows, run_start_ms=0)
+    assert w["samples"] == 1 and w["tasks"] == 2
+    assert w["work_factor"] == pytest.approx(5.0 / 2.1)
+    assert w["factor"] == pytest.approx((2 + 10 + 8 * 1) / 10)  # the first 10 tasks' mean ratio

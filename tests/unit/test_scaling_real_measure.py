@@ -78,7 +78,7 @@ def test_service_per_row_counts_every_stage_against_the_source_rows():
 
 def test_merge_takes_the_control_plane_part_only_when_it_has_samples():
     bench = {"provisioning": {"samples": 2, "register_s": {"median": 10.0, "p90": 12.0}},
-             "warmup": {"samples": 0, "factor": None, "tasks": None, "duration_s": None},
+             "warmup": {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None},
              "driver_overhead": {"samples": 5, "mean_s": 3.0}}
     plane = {"provisioning": {"samples": 0, "register_s": {"median": None, "p90": None}},
              "warmup": {"samples": 3, "factor": 1.8, "tasks": 2, "duration_s": 4.0},
