@@ -68,6 +68,8 @@ INITIAL_GRACE_S = 5.0
 #: ``STEADY_RUN`` tasks' median is too (a later stray slow task does not extend it)
 STEADY_RUN = 5
 MAX_DECISIONS = 200
+#: the warm-up part of a profile without a new executor to measure
+NO_WARMUP = {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
 MAX_ERROR_DECISIONS = 50
 
 
@@ -211,7 +213,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
     among ``task_rows`` are left out); default: as in ``task_rows``."""
     ok = [r for r in task_rows if r.successful]
     if not ok:
-        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
+        return dict(NO_WARMUP)
     by_template: dict[int, list] = {}
     for r in ok:
         by_template.setdefault(r.template_id, []).append(r)
@@ -256,7 +258,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         if sum(x[4] for x in slow) > 0:
             work.append(sum(x[3] for x in slow) / sum(x[4] for x in slow))
     if not factors:
-        return {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
+        return dict(NO_WARMUP)
     return {"samples": len(factors), "factor": statistics.median(factors),
             "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations),
             "work_factor": statistics.median(work) if work else None}

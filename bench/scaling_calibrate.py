@@ -199,14 +199,16 @@ def cluster_params(report: dict) -> dict:
     if fit is None or fit["row_cost_s"] is None:
         fit = {**fit_batches(points, partitions), "task_overhead_s": 0.0, "task_overhead_per_slot_s": 0.0}
     t = _weighted(tasks)
+    # the factor that slows the simulated executors, and the one the simulated plane reports (module docstring)
+    plane_factor, work_factor = _weighted(factor), _weighted(work)
     use_fit = fit["row_cost_s"] is not None
     return {"up_delay_s": float(np.median(delays)) if delays else _weighted(prov),
             "up_delays_s": delays,
             "driver_overhead_s": fit["overhead_s"] if use_fit else plane if plane is not None else _weighted(ovh),
             "task_overhead_s": fit["task_overhead_s"] if use_fit else None,
             "task_overhead_per_slot_s": fit.get("task_overhead_per_slot_s") if use_fit else None,
-            "warmup_factor": _weighted(work) if _weighted(work) is not None else _weighted(factor),
-            "reported_warmup_factor": _weighted(factor) if _weighted(work) is not None else None,
+            "warmup_factor": work_factor if work_factor is not None else plane_factor,
+            "reported_warmup_factor": plane_factor if work_factor is not None else None,
             "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
             "warmup_s": _weighted(secs), "stages_per_batch": stages,
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,

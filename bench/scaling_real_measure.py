@@ -46,6 +46,8 @@ from typing import Optional
 import numpy as np
 import requests
 
+from spark_governor.aggregators.cluster_profile import NO_WARMUP
+
 
 def _summary(values: list[float]) -> dict:
     v = np.asarray(values, dtype=float)
@@ -195,7 +197,7 @@ def measure_run(url: str, job: str, *, decisions: list[dict], samples: list[dict
     service["fit"] = overhead["fit"]
     bench = {"provisioning": provisioning_from_samples(
                  [d for d in decisions if t0 * 1000 <= d["created_ms"] <= t_end * 1000], samples),
-             "warmup": {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None},
+             "warmup": dict(NO_WARMUP),
              "driver_overhead": overhead}
     return {"cluster": merge_cluster(fetch_cluster(url, job, get), bench), "service": service,
             "batch_points": points}

@@ -155,7 +155,8 @@ class FixedPointPolicy(Policy):
         overloaded = (len(tail) == config.overload_decisions and config.max_value is not None
                       and all(x >= config.max_value and p > d.rho * x for x, p in tail))
         last = max(view.batches, key=lambda b: b.batch_id)
-        inputs = {"batch_id": last.batch_id, "x_last_s": x_last, "p_last_s": p_last, "branch": d.branch, "raw_s": d.raw_s, "rho": d.rho,
+        inputs = {"batch_id": last.batch_id,  # the completed batch the decision was made on
+                  "x_last_s": x_last, "p_last_s": p_last, "branch": d.branch, "raw_s": d.raw_s, "rho": d.rho,
                   "latency_s": x_last + (last.queueing_s or 0.0) + p_last, "overloaded": overloaded,
                   "slack": "paper" if config.slack == "fixed" else config.slack}
         if config.slack == "adaptive":

@@ -129,7 +129,7 @@ def test_no_new_executor_no_samples(store):
     with store.begin() as conn:
         p = cluster_profile.measure(conn, "cp", build(conn, executor_events=False, n_batches=10))  # no executor 2
     assert p.provisioning["samples"] == 0 and p.provisioning["register_s"] == {"median": None, "p90": None}
-    assert p.warmup == {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
+    assert p.warmup == cluster_profile.NO_WARMUP
     assert p.driver_overhead["samples"] == 10
 
 
