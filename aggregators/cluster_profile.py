@@ -33,6 +33,13 @@ policy evaluation (``api.governor``):
   and a cheap task (a stateful stage's, reading few records) that is slow weighs as much as a long
   scan: runs 68, 69 and 72 read ×4.3–5.5 where their first batches on the new executors ran at most
   ×1.9 the batch model. ``work_factor`` weighs each task by its time.
+  ``startup_s`` = median over new executors of their start-up window: first launch → the end of their
+  slow tasks (of their first task when none was slow). ``contention_factor`` = the run time of the
+  tasks the *other* executors launched within such a window (not in their own) over the run time
+  steady tasks of the same templates take for the same records, weighed by time (None: no such task):
+  executors starting on the machine — a JVM warming up, Python workers forked, state loaded — take CPU
+  from those already working. On the 2-core standalone cluster (run 84, 2026-11-27) the batch a 1 → 4
+  scale-out joined took 12.2 s on the one old executor where it alone takes about 8.6 s.
   Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
   real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
@@ -69,7 +76,8 @@ INITIAL_GRACE_S = 5.0
 STEADY_RUN = 5
 MAX_DECISIONS = 200
 #: the warm-up part of a profile without a new executor to measure
-NO_WARMUP = {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None}
+NO_WARMUP = {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None,
+             "startup_s": None, "contention_factor": None}
 MAX_ERROR_DECISIONS = 50
 
 
@@ -206,8 +214,8 @@ def _service(r, per_record: bool) -> Optional[float]:
 def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
            initial_grace_s: float = INITIAL_GRACE_S, first_launch: Optional[dict[str, int]] = None,
            run_start_ms: Optional[int] = None) -> dict:
-    """``{"samples", "factor", "tasks", "duration_s", "work_factor"}`` of the run's new executors (module
-    docstring).
+    """``{"samples", "factor", "tasks", "duration_s", "work_factor", "startup_s", "contention_factor"}`` of
+    the run's new executors (module docstring).
     ``task_rows``: the run's latest tasks in launch order; ``first_launch``: each executor's first
     launch in the whole run and ``run_start_ms`` the run's first (executors whose first tasks are not
     among ``task_rows`` are left out); default: as in ``task_rows``."""
@@ -246,6 +254,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
                                                        actual / ratio if ratio > 0 else 0.0))
     factors, counts, durations, work = [], [], [], []
+    starting: dict[str, tuple[int, int]] = {}  # new executor → its start-up window (epoch ms)
     for e, seq in runs.items():
         head = seq[:first_tasks]
         factors.append(statistics.fmean(x[0] for x in head))
@@ -257,11 +266,34 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         slow = seq[:max(end, 1)]
         if sum(x[4] for x in slow) > 0:
             work.append(sum(x[3] for x in slow) / sum(x[4] for x in slow))
+        starting[e] = (first_seen[e], max(x[2] for x in slow))
     if not factors:
         return dict(NO_WARMUP)
+    crowd = contention(ok, starting, steady, per_record)
     return {"samples": len(factors), "factor": statistics.median(factors),
             "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations),
-            "work_factor": statistics.median(work) if work else None}
+            "work_factor": statistics.median(work) if work else None,
+            "startup_s": statistics.median((b - a) / 1000.0 for a, b in starting.values()),
+            "contention_factor": crowd}
+
+
+def contention(ok: list, starting: dict[str, tuple[int, int]], steady: dict[int, float],
+               per_record: dict[int, bool]) -> Optional[float]:
+    """How much slower the executors already working run while new ones start (module docstring): the
+    run time of their tasks launched within a new executor's start-up window (``starting``: executor →
+    (first launch, end of its slow tasks), epoch ms) over the run time steady tasks of the same
+    templates take for the same records, each task weighed by its time. None: no such task."""
+    actual = expected = 0.0
+    for r in ok:
+        if r.template_id not in steady or r.executor_id in starting and r.launch_ms < starting[r.executor_id][1]:
+            continue  # a task of an executor in its own start-up is its warm-up, not contention
+        if not any(a <= r.launch_ms < b for e, (a, b) in starting.items() if e != r.executor_id):
+            continue
+        s = _service(r, per_record[r.template_id])
+        if s is not None and s > 0:
+            actual += r.run_time_ms / 1000.0
+            expected += r.run_time_ms / 1000.0 * steady[r.template_id] / s
+    return actual / expected if expected > 0 else None
 
 
 def driver_overhead(conn: Connection, job_id: int, run, max_batches: int = 500) -> dict:
@@ -349,11 +381,12 @@ def refresh(conn: Connection, job: str, job_id: int, now_ms: int, min_interval_s
 
 
 def from_json(d: dict) -> ClusterProfile:
-    """A stored profile; ``warmup.work_factor`` (2026-11-27) is None in profiles stored before it."""
+    """A stored profile; ``warmup``'s ``work_factor``, ``startup_s`` and ``contention_factor`` (2026-11-27)
+    are None in profiles stored before them."""
     p = ClusterProfile(**{k: d[k] for k in ("job", "run_id", "provisioning", "warmup", "driver_overhead",
                                               "prediction_error")})
-    if p.warmup and "work_factor" not in p.warmup:
-        p.warmup = {**p.warmup, "work_factor": None}
+    if p.warmup:
+        p.warmup = {**{k: None for k in NO_WARMUP}, **p.warmup}
     return p
 
 

@@ -32,7 +32,7 @@ CLUSTER_SCHEMA = _obj({
                           "register_source": {"type": ["string", "null"],
                                               "enum": ["executor_added", "first_launch", "mixed", None]}}),
     "warmup": _obj({"samples": {"type": "integer"}, "factor": _NUM, "tasks": {"type": ["integer", "null"]},
-                    "duration_s": _NUM, "work_factor": _NUM}),
+                    "duration_s": _NUM, "work_factor": _NUM, "startup_s": _NUM, "contention_factor": _NUM}),
     "driver_overhead": _obj({"samples": {"type": "integer"}, "mean_s": _NUM, "median_s": _NUM, "p90_s": _NUM}),
     "prediction_error": _obj({"samples": {"type": "integer"}, "mean_abs_rel": _NUM,
                               "last": {"type": ["object", "null"]}}),

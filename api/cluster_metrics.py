@@ -39,6 +39,10 @@ class ClusterProfileCollector:
         work = GaugeMetricFamily(f"{PREFIX}_executor_warmup_work_factor",
                                  "Median run time of a new executor's slow first tasks over the run time steady "
                                  "tasks of the same stages take for the same records", labels=["spark_job"])
+        crowd = GaugeMetricFamily(f"{PREFIX}_executor_startup_contention_factor",
+                                  "Run time of the working executors' tasks while new executors start over the run "
+                                  "time steady tasks of the same stages take for the same records",
+                                  labels=["spark_job"])
         warmup_s = GaugeMetricFamily(f"{PREFIX}_executor_warmup_seconds",
                                      "Median time from a new executor's first task to its last slow one",
                                      labels=["spark_job"])
@@ -64,10 +68,12 @@ class ClusterProfileCollector:
                 warmup.add_metric([p.job], p.warmup["factor"])
             if p.warmup.get("work_factor") is not None:
                 work.add_metric([p.job], p.warmup["work_factor"])
+            if p.warmup.get("contention_factor") is not None:
+                crowd.add_metric([p.job], p.warmup["contention_factor"])
             if p.warmup.get("duration_s") is not None:
                 warmup_s.add_metric([p.job], p.warmup["duration_s"])
             if p.driver_overhead.get("mean_s") is not None:
                 overhead.add_metric([p.job], p.driver_overhead["mean_s"])
             if p.prediction_error.get("mean_abs_rel") is not None:
                 error.add_metric([p.job], p.prediction_error["mean_abs_rel"])
-        yield from (provisioning, warmup, work, warmup_s, overhead, error)
+        yield from (provisioning, warmup, work, crowd, warmup_s, overhead, error)

@@ -58,7 +58,11 @@ on the same staircase, for every policy of that run, side by side with the real 
     Kingman without its spare, lost a span on the spike to new executors ×2.3 slow on their first
     task, and the simulator kept every span.)
     ``warmup_s`` stays 0: the measured ``duration_s`` is the same window in wall time (until the last
-    slow task), and the simulator would slow every task in it on top of the counted ones.
+    slow task), and the simulator would slow every task in it on top of the counted ones;
+  - start-up contention (control plane only, reports from 2026-11-27 22:00 UTC on):
+    ``startup_contention`` = the profile's ``contention_factor`` (the executors already working ran
+    their tasks that much slower while new ones started) for ``startup_s`` after each registration
+    (the profile's start-up window), sample-weighted over the runs. Without it: none, as before.
 
   A parameter with no measurement keeps the simulator's default and is named in ``defaults``. The
   reporter's state cadence (``STATE_INTERVAL_S``, 1 s) is the simulator's ``state_interval_s``: a
@@ -171,7 +175,7 @@ def cluster_params(report: dict) -> dict:
     """The cluster parameters pooled over the report's runs (module docstring); None = not measured.
     ``fit``: the pooled batch-duration fit."""
     prov, ovh, plane_ovh, factor, tasks, secs, cost, points, stages = [], [], [], [], [], [], [], [], 1
-    work = []
+    work, crowd, startup = [], [], []
     delays, releases = [], []
     for r in report["results"]:
         delays += registration_delays(r)
@@ -187,6 +191,8 @@ def cluster_params(report: dict) -> dict:
         n = w.get("samples") or 0
         factor.append((w.get("factor"), n))
         work.append((w.get("work_factor"), n))
+        crowd.append((w.get("contention_factor"), n))
+        startup.append((w.get("startup_s"), n))
         tasks.append((w.get("tasks"), n))
         secs.append((w.get("duration_s"), n))
         if svc.get("row_cost_s"):
@@ -211,6 +217,7 @@ def cluster_params(report: dict) -> dict:
             "reported_warmup_factor": plane_factor if work_factor is not None else None,
             "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
             "warmup_s": _weighted(secs), "stages_per_batch": stages,
+            "startup_contention": _weighted(crowd), "startup_s": _weighted(startup),
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
             "noise_sigma": fit["noise_sigma"] if use_fit else None,
             "task_noise_sigma": 0.0 if use_fit else None,
@@ -363,6 +370,8 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
         measured.update(warmup_factor=cluster["warmup_factor"], warmup_tasks=cluster["warmup_tasks"] or 0)
         if cluster.get("reported_warmup_factor") is not None:
             measured["reported_warmup_factor"] = cluster["reported_warmup_factor"]
+    if cluster.get("startup_contention") is not None and cluster.get("startup_s"):
+        measured.update(startup_contention=cluster["startup_contention"], startup_s=cluster["startup_s"])
     defaults = sorted(k for k, v in measured.items() if v is None)
     if cluster["warmup_factor"] is None:
         defaults.append("warmup_factor")
@@ -553,7 +562,9 @@ def format_calibration(out: dict) -> str:
                   f"warm-up ×{p['warmup_factor']:.2f} ({p['warmup_tasks']} tasks / {p['warmup_s']:.0f} s"
                   + (f"; reported ×{p['reported_warmup_factor']:.2f}" if p.get('reported_warmup_factor') else "")
                   + "), "
-                  f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "
+                  + (f"start-up contention ×{p['startup_contention']:.2f} for {p['startup_s']:.1f} s, "
+                     if p.get('startup_contention', 1.0) != 1.0 and p.get('startup_s') else "")
+                  + f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "
                   f"+ {p.get('task_overhead_per_slot_s', 0.0):.2f} s/task per slot, "
                   f"noise σ {p['noise_sigma']:.2f} per batch, {p['task_noise_sigma']:.2f} "
                   "per task; "

@@ -45,6 +45,10 @@ Model (kept simple on purpose):
   (``scaling_sim_model.warm_schedule``; the control plane's statistics see the slowed service
   times). Executors are tracked in registration order; a scale-in releases the newest first.
   Default factor 1: no warm-up, and the schedule is ``list_schedule``'s as before.
+* Start-up contention (issue 14): while an executor is within ``startup_s`` of its registration, the
+  tasks the *other* executors launch run ``startup_contention`` times slower (executors starting on
+  the machine take CPU from those working; ``aggregators.cluster_profile``'s ``contention_factor``).
+  A task launched before the window keeps its time. Default 1: none.
 * Latency of a batch = its end − its cut: the latency of its oldest row (batching + waiting for
   the previous batch + processing). Steady state on time: latency = T + p.
 * Executors: raising the target requests the difference, which registers ``up_delay_s`` later
@@ -242,7 +246,7 @@ class Simulation:
                     "left": {e[0]: e[2] for e in self.s.execs},
                     "until": {e[0]: self._warm_until(e[1], submitted) for e in self.s.execs}}
             launch, finish, execs = warm_schedule(service, slot_execs, [], warm["left"], warm["until"],
-                                                  p.warmup_factor)
+                                                  p.warmup_factor, self._crowded(submitted), p.startup_contention)
             service = finish - launch
         else:
             launch, finish = list_schedule(service, p.slots(n))
@@ -265,6 +269,14 @@ class Simulation:
         if registered_ms is None or self.p.warmup_s <= 0:
             return -np.inf
         return (registered_ms - submitted_ms) / 1000.0 + self.p.warmup_s
+
+    def _crowded(self, submitted_ms: int) -> tuple[tuple[float, float, int], ...]:
+        """(start, end, executor): the windows, seconds from a stage's submission, in which an executor
+        registered during the run is starting (``SimParams.startup_s`` from its registration)."""
+        if self.p.startup_s <= 0 or self.p.startup_contention == 1.0:
+            return ()
+        return tuple(((e[1] - submitted_ms) / 1000.0, (e[1] - submitted_ms) / 1000.0 + self.p.startup_s, e[0])
+                     for e in self.s.execs if e[1] is not None)
 
     def _end_batch(self, t: int) -> None:
         self.control.fold_tasks(self.s.running, t)
@@ -331,7 +343,7 @@ class Simulation:
                 w["joins"] += [((t - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
                 w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e[1], r.submitted)
             launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], w["joins"], w["left"], w["until"],
-                                                  p.warmup_factor)
+                                                  p.warmup_factor, self._crowded(r.submitted), p.startup_contention)
             service = np.where(k.launch_ms[order] <= t, service, finish - launch)
         else:
             launch, finish = list_schedule(service, p.slots(r.executors), r.joins)

@@ -92,6 +92,12 @@ class SimParams:
     # real one measured it (``aggregators.cluster_profile``'s ``factor``, while the executors here are
     # slowed by its ``work_factor``); None: ``warmup_factor``.
     reported_warmup_factor: Optional[float] = None
+    # Start-up contention (issue 14): executors starting on the machine (JVM, Python workers, state-store
+    # load) take CPU from those already working: a task launched on an executor out of its own warm-up
+    # while another executor is within ``startup_s`` of its registration runs ``startup_contention``
+    # times slower. 1 or ``startup_s`` 0: none (the model until 2026-11-27).
+    startup_contention: float = 1.0
+    startup_s: float = 0.0
     # The job between batches (issue 14, "See the job between batches"): give the policies the view's
     # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)
@@ -160,8 +166,10 @@ class SimParams:
 
     @property
     def warmup(self) -> bool:
-        """Whether new executors warm up (``warmup_factor`` ≠ 1 and a task or time limit)."""
-        return self.warmup_factor != 1.0 and (self.warmup_tasks > 0 or self.warmup_s > 0)
+        """Whether new executors warm up (``warmup_factor`` ≠ 1 and a task or time limit) or slow the
+        others while they start (``startup_contention``)."""
+        return ((self.warmup_factor != 1.0 and (self.warmup_tasks > 0 or self.warmup_s > 0))
+                or (self.startup_contention != 1.0 and self.startup_s > 0))
 
     def processing_s(self, rows: float, executors: int) -> float:
         """Noise-free processing time (s) of a batch of ``rows`` on ``executors`` (warm) executors:
@@ -276,7 +284,8 @@ def list_schedule(service: np.ndarray, slots: int, later: tuple[float, ...] = ()
 
 def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[float, int]],
                   warm_left: dict[int, int], warm_until: dict[int, float],
-                  factor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  factor: float, crowded: tuple[tuple[float, float, int], ...] = (),
+                  contention: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`list_schedule` with each slot's executor known and a new executor's warm-up: (launch,
     finish, executor) per task, seconds from submission. ``slot_execs``: the executor of each slot free
     at submission (oldest executors first); ``joins``: (time, executor) of slots joining while the stage
@@ -296,6 +305,8 @@ def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[
         if left.get(e, 0) > 0 or t < warm_until.get(e, -math.inf):
             d *= factor
             left[e] = max(0, left.get(e, 0) - 1)
+        elif contention != 1.0 and any(a <= t < b for a, b, starting in crowded if starting != e):
+            d *= contention
         launch[i], finish[i], execs[i] = t, t + d, e
         heapq.heapreplace(free, (t + d, seq, e))
     return launch, finish, execs

@@ -71,6 +71,9 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         assert 0 < prov["register_s"]["median"] < wall and 0 < prov["first_task_s"]["median"] < wall, profile
         assert prov["register_s"]["median"] + prov["first_task_s"]["median"] < wall
         assert warm["factor"] > 0 and warm["work_factor"] > 0 and warm["tasks"] >= 0 and 0 <= warm["duration_s"] < wall, profile
+        assert 0 < warm["startup_s"] < wall, profile
+        # the executor working while the new one started ran tasks then (None only if it ran none)
+        assert warm["contention_factor"] is None or warm["contention_factor"] > 0, profile
         assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)

@@ -302,7 +302,8 @@ def _decide(engine, now_ms: int) -> None:
         profile = ClusterProfile(
             JOB, None, provisioning={"samples": 2, "register_s": {"median": 9.0, "p90": 12.0},
                                      "first_task_s": {"median": 2.0, "p90": 3.0}},
-            warmup={"samples": 2, "factor": 2.5, "tasks": 10, "duration_s": 8.0, "work_factor": 3.1},
+            warmup={"samples": 2, "factor": 2.5, "tasks": 10, "duration_s": 8.0, "work_factor": 3.1,
+                    "startup_s": 9.0, "contention_factor": 1.4},
             driver_overhead={"samples": 5, "mean_s": 0.4, "median_s": 0.3, "p90_s": 0.8},
             prediction_error={"samples": 1, "mean_abs_rel": 0.12, "last": None})
         conn.execute(cluster_profiles.insert().values(job_id=job_id, run_id=None, updated_ms=now_ms,

@@ -38,11 +38,11 @@ def _task(job_id, tpl, rv, batch, tid, executor, launch, run_ms, records=100):
                 speculative=False)
 
 
-def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None):
+def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None, crowded=1000):
     """One run: executor 1 from the start takes 2 tasks of 1 s (100 records) per batch; a scale-out
     decision at T0 + 40 s; executor 2 registers at T0 + 52 s and takes one of the two tasks from batch
     ``joins_at`` (triggered T0 + 57 s) on; its first 3 tasks take 3 s. Every batch lasts its tasks'
-    span + 1.5 s."""
+    span + 1.5 s. Executor 1's tasks of the batches executor 2 is slow in take ``crowded`` ms."""
     job_id = conn.execute(insert(jobs).values(name="cp", created_ms=T0, last_report_ms=T0 + 200_000, executors=2,
                                               slots=2)).inserted_primary_key[0]
     conn.execute(insert(job_runs).values(job_id=job_id, run_id=APP, app_id=APP, first_ms=T0, last_ms=T0 + 200_000))
@@ -57,6 +57,8 @@ def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None):
         if k >= joins_at:
             runs.append(("2", 3000 if e2 < 3 or e2 == stray else 1000))
             e2 += 1
+            if k < joins_at + 3:
+                runs[0] = ("1", crowded)
         else:
             runs.append(("1", 1000))
         for ex, ms in runs:
@@ -96,6 +98,8 @@ def test_provisioning_warmup_and_driver_overhead_from_sql(store):
     assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
     # weighed by time over the 3 slow tasks (the same records each): 3 × slower while it warmed up
     assert p.warmup["work_factor"] == pytest.approx(3.0)
+    # its start-up window: first launch → the end of its slow tasks; executor 1 ran at its steady speed then
+    assert p.warmup["startup_s"] == pytest.approx(11.0) and p.warmup["contention_factor"] == pytest.approx(1.0)
     # every batch: duration = task span + 1.5 s
     assert p.driver_overhead["samples"] == 40
     assert p.driver_overhead["mean_s"] == pytest.approx(1.5) and p.driver_overhead["p90_s"] == pytest.approx(1.5)
@@ -108,6 +112,22 @@ def test_a_stray_slow_task_later_does_not_extend_the_warm_up(store):
     assert p.warmup["tasks"] == 3 and p.warmup["duration_s"] == pytest.approx(11.0)
     assert p.warmup["factor"] == pytest.approx(1.6)  # the first 10 tasks
     assert p.warmup["work_factor"] == pytest.approx(3.0)  # the 3 slow ones
+
+
+def test_contention_is_the_working_executors_slowdown_while_a_new_one_starts(store):
+    """Executor 1's three tasks launched in executor 2's start-up window ran 2.5 s for the records a steady
+    task runs in 1 s; its own warm-up (executor 2's slow tasks) is not counted as contention."""
+    with store.begin() as conn:
+        job_id = build(conn, crowded=2500)
+        p = cluster_profile.measure(conn, "cp", job_id)
+        cluster_profile.refresh(conn, "cp", job_id, T0 + 1)
+    assert p.warmup["contention_factor"] == pytest.approx(2.5) and p.warmup["work_factor"] == pytest.approx(3.0)
+    registry = CollectorRegistry()
+    registry.register(ClusterProfileCollector(store, expiry_s=0))
+    assert 'spark_governor_executor_startup_contention_factor{spark_job="cp"} 2.5' in generate_latest(registry).decode()
+    # a profile stored before the field reads None
+    old = {**p.to_json(), "warmup": {k: v for k, v in p.warmup.items() if k not in ("startup_s", "contention_factor")}}
+    assert cluster_profile.from_json(old).warmup["contention_factor"] is None
 
 
 def test_reading_only_the_latest_tasks_misattributes_no_executor(store):

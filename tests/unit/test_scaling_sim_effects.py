@@ -138,6 +138,29 @@ def test_warm_schedule_timed_warm_up():
     assert on1 == [(0.0, 2.0), (2.0, 2.0), (4.0, 1.0)]
 
 
+def test_warm_schedule_start_up_contention_slows_the_other_executors_only():
+    """Executor 1 starts in [1, 3): executor 0's tasks launched then take 2 s, executor 1's own do not (its
+    warm-up is its own factor, 1 here); before and after the window, 1 s."""
+    launch, finish, ex = warm_schedule(np.ones(6), [0, 1], [], {}, {}, 1.0, ((1.0, 3.0, 1),), 2.0)
+    got = sorted((lt, int(e), f - lt) for lt, f, e in zip(launch, finish, ex))
+    assert got == [(0.0, 0, 1.0), (0.0, 1, 1.0), (1.0, 0, 2.0), (1.0, 1, 1.0), (2.0, 1, 1.0), (3.0, 0, 1.0)]
+
+
+def test_start_up_contention_slows_the_working_executor_of_a_joined_stage():
+    """8 tasks of 1 s on 1 executor from 4 s; a second registers at 6.5 s and starts for 3 s at contention 2:
+    executor 0's tasks launched at 7 and 9 s take 2 s, and the stage ends at 11 s instead of 9.5 s."""
+    base = {**QUIET, "partitions": 8, "row_cost_s": 0.004, "eval_interval_s": 2.0, "up_delay_s": 0.5}
+    ends = {}
+    for contention in (1.0, 2.0):
+        sim = Recording(rate, 12.0, step_ctrl(2, 6.0), SimParams(**base, startup_contention=contention, startup_s=3.0))
+        res = sim.run()
+        ends[contention] = res.batches[0].end_s
+        first = sorted((part, e, svc) for s, part, e, svc in sim.tasks if s == 4.0)
+    assert ends == {1.0: pytest.approx(9.5), 2.0: pytest.approx(11.0)}
+    assert [svc for _, e, svc in first if e == 0] == [pytest.approx(x) for x in (1, 1, 1, 2, 2)]
+    assert all(svc == pytest.approx(1.0) for _, e, svc in first if e == 1)
+
+
 def test_warm_up_slows_the_first_tasks_of_an_executor_added_during_the_run():
     """One executor, scaled to 2 at 10 s (registered 12 s, between batches): the new executor's first 2
     tasks (one per batch) take 3 s instead of 1 s, its later ones 1 s; the first executor's stay 1 s."""
