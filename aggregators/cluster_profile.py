@@ -27,7 +27,8 @@ policy evaluation (``api.governor``):
   (0 when the first task already was; a stray slow task later, e.g. on a loaded machine, does not
   count). ``work_factor`` = median over new executors of the run time of those slow tasks (its first
   task when none was) divided by the run time steady tasks of the same templates would take for the
-  same records: how much slower the executor works while it warms up. ``factor`` averages the
+  same records (a fixed part + a part per record fitted on the steady tasks, :func:`steady_model`):
+  how much slower the executor works while it warms up. ``factor`` averages the
   per-task ratios of the first ``first_tasks`` tasks, so one slow task among nine steady ones reads
   1.13 where the batches say that task ran about 2.3× (run 83 on the standalone cluster, 2026-11-27),
   and a cheap task (a stateful stage's, reading few records) that is slow weighs as much as a long
@@ -233,11 +234,13 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         ordinal[i] = seen.get(r.executor_id, 0)
         seen[r.executor_id] = ordinal[i] + 1
     steady: dict[int, float] = {}
+    model: dict[int, tuple[float, float]] = {}  # template → a steady task's run time: (fixed s, s per record)
     for t in by_template:
-        warm = [s for i, r in enumerate(ok) if r.template_id == t and ordinal[i] >= first_tasks
+        warm = [(r, s) for i, r in enumerate(ok) if r.template_id == t and ordinal[i] >= first_tasks
                 and (s := _service(r, per_record[t])) is not None and s > 0]
         if len(warm) >= 3:
-            steady[t] = statistics.median(warm)
+            steady[t] = statistics.median(s for _, s in warm)
+            model[t] = steady_model(warm, steady[t], per_record[t])
     start = (ok[0].launch_ms if run_start_ms is None else run_start_ms) + initial_grace_s * 1000
     runs: dict[str, list[tuple[float, int, int]]] = {}  # executor → [(ratio, launch, finish)]
     first_seen: dict[str, int] = {}
@@ -252,7 +255,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             ratio, actual = s / steady[r.template_id], r.run_time_ms / 1000.0
             # (ratio, launch, finish, run time s, the run time a steady task of its template would take s)
             runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
-                                                       actual / ratio if ratio > 0 else 0.0))
+                                                       _steady_s(r, model[r.template_id])))
     factors, counts, durations, work = [], [], [], []
     starting: dict[str, tuple[int, int]] = {}  # new executor → its start-up window (epoch ms)
     for e, seq in runs.items():
@@ -269,7 +272,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         starting[e] = (first_seen[e], max(x[2] for x in slow))
     if not factors:
         return dict(NO_WARMUP)
-    crowd = contention(ok, starting, steady, per_record)
+    crowd = contention(ok, starting, model)
     return {"samples": len(factors), "factor": statistics.median(factors),
             "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations),
             "work_factor": statistics.median(work) if work else None,
@@ -277,23 +280,54 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             "contention_factor": crowd}
 
 
-def contention(ok: list, starting: dict[str, tuple[int, int]], steady: dict[int, float],
-               per_record: dict[int, bool]) -> Optional[float]:
+def contention(ok: list, starting: dict[str, tuple[int, int]], model: dict[int, tuple[float, float]]) -> Optional[float]:
     """How much slower the executors already working run while new ones start (module docstring): the
     run time of their tasks launched within a new executor's start-up window (``starting``: executor →
     (first launch, end of its slow tasks), epoch ms) over the run time steady tasks of the same
-    templates take for the same records, each task weighed by its time. None: no such task."""
+    templates take for the same records (``model``: :func:`steady_model` per template), each task
+    weighed by its time. None: no such task."""
     actual = expected = 0.0
     for r in ok:
-        if r.template_id not in steady or r.executor_id in starting and r.launch_ms < starting[r.executor_id][1]:
+        if r.template_id not in model or r.executor_id in starting and r.launch_ms < starting[r.executor_id][1]:
             continue  # a task of an executor in its own start-up is its warm-up, not contention
-        if not any(a <= r.launch_ms < b for e, (a, b) in starting.items() if e != r.executor_id):
-            continue
-        s = _service(r, per_record[r.template_id])
-        if s is not None and s > 0:
+        if any(a <= r.launch_ms < b for e, (a, b) in starting.items() if e != r.executor_id):
             actual += r.run_time_ms / 1000.0
-            expected += r.run_time_ms / 1000.0 * steady[r.template_id] / s
+            expected += _steady_s(r, model[r.template_id])
     return actual / expected if expected > 0 else None
+
+
+def steady_model(warm: list, median: float, per_record: bool) -> tuple[float, float]:
+    """(fixed s, s per record) of a steady task's run time, from ``warm``: (task, its service) of the
+    template's steady tasks; ``median``: their median service (per record when ``per_record``, else per
+    task). Where the tasks read records, a least-squares line through their (records, run time), fitted
+    again without the tasks more than 1.5× off it (a stray slow task), when their records vary (the
+    largest ≥ 1.5 × the smallest) and the line has a positive slope and no negative fixed part; else the
+    median per record, no fixed part. Why a line: a task's fixed cost makes a small task's time per record the
+    larger, and a rate's low levels run many small tasks: on the standalone cluster (run 86,
+    2026-11-27) 117 µs per record for 4 000 records, 109 for 48 000, so the median per record put a
+    new executor's 48 000-record first task at ×1.63 where a steady one takes 5.25 s and it took
+    9.2 s (×1.76)."""
+    if not per_record:
+        return median, 0.0
+    pts = [((r.input_records or 0) + (r.shuffle_read_records or 0), r.run_time_ms / 1000.0) for r, _ in warm]
+    for _ in range(2):  # fit, then fit again without the tasks more than 1.5x off the first line
+        xs = [x for x, _ in pts]
+        if len(pts) < 3 or min(xs) <= 0 or max(xs) < 1.5 * min(xs):
+            break
+        slope, fixed = statistics.linear_regression(xs, [y for _, y in pts])
+        if slope <= 0 or fixed < 0:
+            break
+        kept = [(x, y) for x, y in pts if (fixed + slope * x) / 1.5 <= y <= 1.5 * (fixed + slope * x)]
+        if len(kept) == len(pts):
+            return fixed, slope
+        pts = kept
+    return 0.0, median
+
+
+def _steady_s(r, model: tuple[float, float]) -> float:
+    """The run time (s) a steady task of ``r``'s template takes for ``r``'s records (:func:`steady_model`)."""
+    fixed, per = model
+    return fixed + per * ((r.input_records or 0) + (r.shuffle_read_records or 0))
 
 
 def driver_overhead(conn: Connection, job_id: int, run, max_batches: int = 500) -> dict:

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from spark_governor.api.cli import main
-from spark_governor.bench.scaling_calibrate import cluster_params, fit_split, load_report, run_calibration
+from spark_governor.bench.scaling_calibrate import (cluster_params, fit_split, format_calibration, load_report,
+                                                  run_calibration, sim_params)
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25.json"
 # ``spark-governor bench scaling-real --policies kingman,threshold,utilization-target,static`` (defaults: staircase
@@ -520,3 +521,27 @@ def test_the_simulated_plane_reports_the_reported_warmup_factor():
     plane = SimControlPlane(governed("kingman", {})(reported, 0.0), reported)
     plane.provisioning = [5.0]
     assert plane.cluster().warmup_factor == 1.2
+
+
+def test_start_up_contention_is_calibrated_from_reports_that_carry_it():
+    """Reports from 2026-11-27 22:00 UTC carry the profile's ``contention_factor`` and ``startup_s``: the
+    simulator slows the working executors by it for that long after each registration (at least ×1: a
+    factor under 1 is noise). A report without them calibrates as before."""
+    plain = sim_params(load_report(LEAN_SPIKE), cluster_params(load_report(LEAN_SPIKE)))[0]
+    assert plain.startup_contention == 1.0 and plain.startup_s == 0.0
+    results = {}
+    for factor in (0.9, 2.0):
+        report = load_report(LEAN_SPIKE)
+        for r in report["results"]:
+            w = r["cluster"]["warmup"]
+            if w["samples"]:
+                w.update(contention_factor=factor, startup_s=6.0)
+        p, defaults = sim_params(report, cluster_params(report))
+        assert p.startup_contention == max(1.0, factor) and p.startup_s == pytest.approx(6.0) and not defaults
+        results[factor] = run_calibration(report, seed=0, seeds=3)
+    assert "start-up contention ×2.00 for 6.0 s" in format_calibration(results[2.0])
+    assert "start-up contention" not in format_calibration(results[0.9])
+    slowed = results[2.0]["results"][0]["sim"]
+    same = results[0.9]["results"][0]["sim"]
+    assert slowed["slo_attainment_windows"] <= same["slo_attainment_windows"]
+    assert slowed["batches"] <= same["batches"]
