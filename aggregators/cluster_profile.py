@@ -25,8 +25,9 @@ policy evaluation (``api.governor``):
   their first launch to the end of the last of them, ran before the first task at most
   ``slow_ratio`` (1.5) × steady that starts a run of ``STEADY_RUN`` tasks with a median that is too
   (0 when the first task already was; a stray slow task later, e.g. on a loaded machine, does not
-  count). ``work_factor`` = median over new executors of the run time of those slow tasks (its first
-  task when none was) divided by the run time steady tasks of the same templates would take for the
+  count). ``work_factor`` = median over new executors of the time those slow tasks (its first task
+  when none was) held their slots (launch → finish: a cold executor spends up to seconds of it
+  outside the run time) divided by the time steady tasks of the same templates hold theirs for the
   same records (a fixed part + a part per record fitted on the steady tasks, :func:`steady_model`):
   how much slower the executor works while it warms up. ``factor`` averages the
   per-task ratios of the first ``first_tasks`` tasks, so one slow task among nine steady ones reads
@@ -35,12 +36,15 @@ policy evaluation (``api.governor``):
   scan: runs 68, 69 and 72 read ×4.3–5.5 where their first batches on the new executors ran at most
   ×1.9 the batch model. ``work_factor`` weighs each task by its time.
   ``startup_s`` = median over new executors of their start-up window: first launch → the end of their
-  slow tasks (of their first task when none was slow). ``contention_factor`` = the run time of the
-  tasks the *other* executors launched within such a window (not in their own) over the run time
+  slow tasks (of their first task when none was slow). ``contention_factor`` = the slot time of the
+  tasks the *other* executors launched within such a window (not in their own) over the slot time
   steady tasks of the same templates take for the same records, weighed by time (None: no such task):
   executors starting on the machine — a JVM warming up, Python workers forked, state loaded — take CPU
-  from those already working. On the 2-core standalone cluster (run 84, 2026-11-27) the batch a 1 → 4
-  scale-out joined took 12.2 s on the one old executor where it alone takes about 8.6 s.
+  from those already working. Measured because run 84 on the 2-core standalone cluster (2026-11-27)
+  took 12.2 s for the batch a 1 → 4 scale-out joined, where one executor alone takes about 8.6 s;
+  runs 85–87 read ×1.02–1.11: there the new executors lengthened it by taking its last pending task
+  and holding its slot ×2.5 as long (4.4 s run, 5.2 s in the slot, for 18 000 records a steady task
+  holds 2.1 s).
   Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
   real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
@@ -234,13 +238,13 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         ordinal[i] = seen.get(r.executor_id, 0)
         seen[r.executor_id] = ordinal[i] + 1
     steady: dict[int, float] = {}
-    model: dict[int, tuple[float, float]] = {}  # template → a steady task's run time: (fixed s, s per record)
+    model: dict[int, tuple[float, float]] = {}  # template → a steady task's slot time: (fixed s, s per record)
     for t in by_template:
         warm = [(r, s) for i, r in enumerate(ok) if r.template_id == t and ordinal[i] >= first_tasks
                 and (s := _service(r, per_record[t])) is not None and s > 0]
         if len(warm) >= 3:
             steady[t] = statistics.median(s for _, s in warm)
-            model[t] = steady_model(warm, steady[t], per_record[t])
+            model[t] = steady_model([r for r, _ in warm], per_record[t])  # warm tasks per record read records
     start = (ok[0].launch_ms if run_start_ms is None else run_start_ms) + initial_grace_s * 1000
     runs: dict[str, list[tuple[float, int, int]]] = {}  # executor → [(ratio, launch, finish)]
     first_seen: dict[str, int] = {}
@@ -252,8 +256,8 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             continue
         s = _service(r, per_record[r.template_id])
         if s is not None:
-            ratio, actual = s / steady[r.template_id], r.run_time_ms / 1000.0
-            # (ratio, launch, finish, run time s, the run time a steady task of its template would take s)
+            ratio, actual = s / steady[r.template_id], _slot_s(r)
+            # (ratio, launch, finish, slot time s, the slot time a steady task of its template would take s)
             runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
                                                        _steady_s(r, model[r.template_id])))
     factors, counts, durations, work = [], [], [], []
@@ -282,8 +286,8 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
 
 def contention(ok: list, starting: dict[str, tuple[int, int]], model: dict[int, tuple[float, float]]) -> Optional[float]:
     """How much slower the executors already working run while new ones start (module docstring): the
-    run time of their tasks launched within a new executor's start-up window (``starting``: executor →
-    (first launch, end of its slow tasks), epoch ms) over the run time steady tasks of the same
+    slot time of their tasks launched within a new executor's start-up window (``starting``: executor →
+    (first launch, end of its slow tasks), epoch ms) over the slot time steady tasks of the same
     templates take for the same records (``model``: :func:`steady_model` per template), each task
     weighed by its time. None: no such task."""
     actual = expected = 0.0
@@ -291,28 +295,29 @@ def contention(ok: list, starting: dict[str, tuple[int, int]], model: dict[int, 
         if r.template_id not in model or r.executor_id in starting and r.launch_ms < starting[r.executor_id][1]:
             continue  # a task of an executor in its own start-up is its warm-up, not contention
         if any(a <= r.launch_ms < b for e, (a, b) in starting.items() if e != r.executor_id):
-            actual += r.run_time_ms / 1000.0
+            actual += _slot_s(r)
             expected += _steady_s(r, model[r.template_id])
     return actual / expected if expected > 0 else None
 
 
-def steady_model(warm: list, median: float, per_record: bool) -> tuple[float, float]:
-    """(fixed s, s per record) of a steady task's run time, from ``warm``: (task, its service) of the
-    template's steady tasks; ``median``: their median service (per record when ``per_record``, else per
-    task). Where the tasks read records, a least-squares line through their (records, run time), fitted
-    again without the tasks more than 1.5× off it (a stray slow task), when their records vary (the
-    largest ≥ 1.5 × the smallest) and the line has a positive slope and no negative fixed part; else the
-    median per record, no fixed part. Why a line: a task's fixed cost makes a small task's time per record the
-    larger, and a rate's low levels run many small tasks: on the standalone cluster (run 86,
-    2026-11-27) 117 µs per record for 4 000 records, 109 for 48 000, so the median per record put a
-    new executor's 48 000-record first task at ×1.63 where a steady one takes 5.25 s and it took
-    9.2 s (×1.76)."""
+def steady_model(warm: list, per_record: bool) -> tuple[float, float]:
+    """(fixed s, s per record) of the time a steady task holds its slot (:func:`_slot_s`), from
+    ``warm``: the template's steady tasks. Per task (no part per record) the median when the tasks do
+    not read records (``per_record`` False). Else a least-squares line through their (records, slot
+    time), fitted again without the tasks more than 1.5× off it (a stray slow task), when their
+    records vary (the largest ≥ 1.5 × the smallest) and the line has a positive slope and no negative
+    fixed part; else the median per record, no fixed part. Why a line: a task's fixed cost makes a
+    small task's time per record the larger, and a rate's low levels run many small tasks: on the
+    standalone cluster (run 86, 2026-11-27) 117 µs per record for 4 000 records, 109 for 48 000, so
+    the median per record put a new executor's 48 000-record first task at ×1.63 where a steady one
+    takes 5.25 s and it took 9.2 s (×1.76)."""
     if not per_record:
-        return median, 0.0
-    pts = [((r.input_records or 0) + (r.shuffle_read_records or 0), r.run_time_ms / 1000.0) for r, _ in warm]
+        return statistics.median(_slot_s(r) for r in warm), 0.0
+    pts = [((r.input_records or 0) + (r.shuffle_read_records or 0), _slot_s(r)) for r in warm]
+    median = statistics.median(y / x for x, y in pts)
     for _ in range(2):  # fit, then fit again without the tasks more than 1.5x off the first line
         xs = [x for x, _ in pts]
-        if len(pts) < 3 or min(xs) <= 0 or max(xs) < 1.5 * min(xs):
+        if len(pts) < 3 or max(xs) < 1.5 * min(xs):
             break
         slope, fixed = statistics.linear_regression(xs, [y for _, y in pts])
         if slope <= 0 or fixed < 0:
@@ -324,8 +329,15 @@ def steady_model(warm: list, median: float, per_record: bool) -> tuple[float, fl
     return 0.0, median
 
 
+def _slot_s(r) -> float:
+    """How long the task held its slot (s): launch → finish. A cold executor spends seconds of it
+    outside the task's run time (deserialising the task, loading classes): in run 86 on the standalone
+    cluster 0.8–1.9 s of a new executor's first tasks, 0.1 s of a steady one's."""
+    return (r.finish_ms - r.launch_ms) / 1000.0
+
+
 def _steady_s(r, model: tuple[float, float]) -> float:
-    """The run time (s) a steady task of ``r``'s template takes for ``r``'s records (:func:`steady_model`)."""
+    """How long (s) a steady task of ``r``'s template holds its slot for ``r``'s records (:func:`steady_model`)."""
     fixed, per = model
     return fixed + per * ((r.input_records or 0) + (r.shuffle_read_records or 0))
 

@@ -37,11 +37,12 @@ class ClusterProfileCollector:
                                    "Median service time of a new executor's first tasks over the steady one "
                                    "of the same stage", labels=["spark_job"])
         work = GaugeMetricFamily(f"{PREFIX}_executor_warmup_work_factor",
-                                 "Median run time of a new executor's slow first tasks over the run time steady "
-                                 "tasks of the same stages take for the same records", labels=["spark_job"])
+                                 "Median time a new executor's slow first tasks held their slots over the time "
+                                 "steady tasks of the same stages hold theirs for the same records",
+                                 labels=["spark_job"])
         crowd = GaugeMetricFamily(f"{PREFIX}_executor_startup_contention_factor",
-                                  "Run time of the working executors' tasks while new executors start over the run "
-                                  "time steady tasks of the same stages take for the same records",
+                                  "Time the working executors' tasks launched while new executors start held their "
+                                  "slots over the time steady tasks of the same stages hold theirs for the same records",
                                   labels=["spark_job"])
         warmup_s = GaugeMetricFamily(f"{PREFIX}_executor_warmup_seconds",
                                      "Median time from a new executor's first task to its last slow one",

@@ -133,30 +133,31 @@ def test_contention_is_the_working_executors_slowdown_while_a_new_one_starts(sto
 def test_work_factor_compares_with_a_steady_task_of_the_same_size():
     """Steady tasks take 0.5 s + 1 ms per record: 0.6 s for 100 records (6 ms each), 1.5 s for 1 000 (1.5 ms
     each); most are small, so the median per record is 6 ms. A new executor's first task of 1 000 records
-    took 3 s: twice a steady task of its size (the median per record would read ×0.5). With records that
-    do not vary, the median per record is the model."""
+    held its slot 3 s (2.2 s of run time): twice a steady task of its size (the median per record would
+    read ×0.5). With records that do not vary, the median per record is the model."""
     from types import SimpleNamespace as T
 
-    def task(ex, run_ms, records, launch):
-        return T(successful=True, template_id=1, executor_id=ex, launch_ms=launch, finish_ms=launch + run_ms,
-                 run_time_ms=run_ms, input_records=records, shuffle_read_records=0)
+    def task(ex, run_ms, records, launch, slot_ms=None):
+        return T(successful=True, template_id=1, executor_id=ex, launch_ms=launch,
+                 finish_ms=launch + (slot_ms or run_ms), run_time_ms=run_ms, input_records=records,
+                 shuffle_read_records=0)
     rows, t = [], 0
     for b in range(30):
         big = b % 3 == 2
         rows.append(task("1", 1500 if big else 600, 1000 if big else 100, t))
         t += 2000
-    rows.append(task("2", 3000, 1000, t))
+    rows.append(task("2", 2200, 1000, t, slot_ms=3000))  # 0.8 s of its slot outside its run time (a cold JVM)
     t += 4000
     for b in range(12):
         rows.append(task("2", 1500, 1000, t))
         t += 2000
     w = cluster_profile.warmup(rows, run_start_ms=0)
     assert w["samples"] == 1 and w["work_factor"] == pytest.approx(2.0)
-    fixed, per = cluster_profile.steady_model([(r, r.run_time_ms / 1000 / r.input_records) for r in rows[:30]],
-                                              0.006, True)
+    fixed, per = cluster_profile.steady_model(rows[:30], True)
     assert (fixed, per) == (pytest.approx(0.5), pytest.approx(0.001))
-    same = [(task("1", 600 + 10 * k, 100, 0), (600 + 10 * k) / 1000 / 100) for k in range(5)]
-    assert cluster_profile.steady_model(same, 0.0062, True) == (0.0, 0.0062)
+    same = [task("1", 600 + 10 * k, 100, 0) for k in range(5)]
+    assert cluster_profile.steady_model(same, True) == (0.0, pytest.approx(0.0062))
+    assert cluster_profile.steady_model(same, False) == (pytest.approx(0.62), 0.0)
 
 
 def test_reading_only_the_latest_tasks_misattributes_no_executor(store):
