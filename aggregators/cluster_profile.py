@@ -37,12 +37,12 @@ policy evaluation (``api.governor``):
   ×1.9 the batch model. ``work_factor`` weighs each task by its time.
   ``startup_s`` = median over new executors of their start-up window: first launch → the end of their
   slow tasks (of their first task when none was slow). ``contention_factor`` = the slot time of the
-  tasks the *other* executors launched within such a window (not in their own) over the slot time
+  tasks of the executors that are not new that ran during such a window over the slot time
   steady tasks of the same templates take for the same records, weighed by time (None: no such task):
   executors starting on the machine — a JVM warming up, Python workers forked, state loaded — take CPU
   from those already working. Measured because run 84 on the 2-core standalone cluster (2026-11-27)
   took 12.2 s for the batch a 1 → 4 scale-out joined, where one executor alone takes about 8.6 s;
-  runs 85–87 read ×1.02–1.11: there the new executors lengthened it by taking its last pending task
+  runs 85–89 read ×0.97–1.05: there the new executors lengthened it by taking its last pending task
   and holding its slot ×2.5 as long (4.4 s run, 5.2 s in the slot, for 18 000 records a steady task
   holds 2.1 s).
   Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
@@ -284,17 +284,19 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             "contention_factor": crowd}
 
 
-def contention(ok: list, starting: dict[str, tuple[int, int]], model: dict[int, tuple[float, float]]) -> Optional[float]:
+def contention(ok: list, starting: dict[str, tuple[int, int]],
+               model: dict[int, tuple[float, float]]) -> Optional[float]:
     """How much slower the executors already working run while new ones start (module docstring): the
-    slot time of their tasks launched within a new executor's start-up window (``starting``: executor →
-    (first launch, end of its slow tasks), epoch ms) over the slot time steady tasks of the same
+    slot time of the tasks of the executors that are not new (``starting`` holds the new ones) that ran
+    while a new executor was starting (``starting``: executor → its start-up window, first launch → end
+    of its slow tasks, epoch ms) over the slot time steady tasks of the same
     templates take for the same records (``model``: :func:`steady_model` per template), each task
     weighed by its time. None: no such task."""
     actual = expected = 0.0
     for r in ok:
-        if r.template_id not in model or r.executor_id in starting and r.launch_ms < starting[r.executor_id][1]:
-            continue  # a task of an executor in its own start-up is its warm-up, not contention
-        if any(a <= r.launch_ms < b for e, (a, b) in starting.items() if e != r.executor_id):
+        if r.template_id not in model or r.executor_id in starting:
+            continue  # a new executor's tasks carry its own warm-up (a second task ×1.24 in run 89), not contention
+        if any(r.launch_ms < b and r.finish_ms > a for a, b in starting.values()):  # ran while one started
             actual += _slot_s(r)
             expected += _steady_s(r, model[r.template_id])
     return actual / expected if expected > 0 else None

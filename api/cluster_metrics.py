@@ -41,9 +41,9 @@ class ClusterProfileCollector:
                                  "steady tasks of the same stages hold theirs for the same records",
                                  labels=["spark_job"])
         crowd = GaugeMetricFamily(f"{PREFIX}_executor_startup_contention_factor",
-                                  "Time the working executors' tasks launched while new executors start held their "
-                                  "slots over the time steady tasks of the same stages hold theirs for the same records",
-                                  labels=["spark_job"])
+                                  "Time the working executors' tasks running while new executors start held their "
+                                  "slots over the time steady tasks of the same stages hold theirs for the same "
+                                  "records", labels=["spark_job"])
         warmup_s = GaugeMetricFamily(f"{PREFIX}_executor_warmup_seconds",
                                      "Median time from a new executor's first task to its last slow one",
                                      labels=["spark_job"])

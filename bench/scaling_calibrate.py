@@ -63,8 +63,8 @@ on the same staircase, for every policy of that run, side by side with the real 
     ``startup_contention`` = the profile's ``contention_factor`` (the executors already working ran
     their tasks that much slower while new ones started) for ``startup_s`` after each registration
     (the profile's start-up window), sample-weighted over the runs, at least 1 (under 1 is noise).
-    Without it: none, as before. Runs 85 and 86 (2026-11-27, Kingman without its spare on the spike)
-    measured ×1.02–1.10: the batch a 1 → 4 scale-out joins is long because a new executor takes its
+    Without it: none, as before. Runs 85–89 (2026-11-27, Kingman on the spike, with and without its spare)
+    measured ×0.97–1.05: the batch a 1 → 4 scale-out joins is long because a new executor takes its
     last pending task and runs it ×2.2 (4.4 s for 18 000 records a steady task runs in 2.0 s), not
     because the old executor slows.
 
