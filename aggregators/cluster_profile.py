@@ -244,7 +244,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
                 and (s := _service(r, per_record[t])) is not None and s > 0]
         if len(warm) >= 3:
             steady[t] = statistics.median(s for _, s in warm)
-            model[t] = steady_model([r for r, _ in warm], per_record[t])  # warm tasks per record read records
+            model[t] = steady_model([r for r, _ in warm], per_record[t])
     start = (ok[0].launch_ms if run_start_ms is None else run_start_ms) + initial_grace_s * 1000
     runs: dict[str, list[tuple[float, int, int]]] = {}  # executor → [(ratio, launch, finish)]
     first_seen: dict[str, int] = {}
@@ -287,11 +287,10 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
 def contention(ok: list, starting: dict[str, tuple[int, int]],
                model: dict[int, tuple[float, float]]) -> Optional[float]:
     """How much slower the executors already working run while new ones start (module docstring): the
-    slot time of the tasks of the executors that are not new (``starting`` holds the new ones) that ran
-    while a new executor was starting (``starting``: executor → its start-up window, first launch → end
-    of its slow tasks, epoch ms) over the slot time steady tasks of the same
-    templates take for the same records (``model``: :func:`steady_model` per template), each task
-    weighed by its time. None: no such task."""
+    slot time of the tasks of executors that are not new that ran during a new executor's start-up
+    window (``starting``: new executor → (first launch, end of its slow tasks), epoch ms) over the slot
+    time steady tasks of the same templates take for the same records (``model``: :func:`steady_model`
+    per template), each task weighed by its time. None: no such task."""
     actual = expected = 0.0
     for r in ok:
         if r.template_id not in model or r.executor_id in starting:

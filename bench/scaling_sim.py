@@ -45,8 +45,9 @@ Model (kept simple on purpose):
   (``scaling_sim_model.warm_schedule``; the control plane's statistics see the slowed service
   times). Executors are tracked in registration order; a scale-in releases the newest first.
   Default factor 1: no warm-up, and the schedule is ``list_schedule``'s as before.
-* Start-up contention (issue 14): while an executor is within ``startup_s`` of its registration, the
-  tasks the *other* executors launch run ``startup_contention`` times slower (executors starting on
+* Start-up contention (issue 14): while an executor added during the run is within ``startup_s`` of
+  its registration, the tasks the executors present from the start launch run ``startup_contention``
+  times slower (executors starting on
   the machine take CPU from those working; ``aggregators.cluster_profile``'s ``contention_factor``).
   A task launched before the window keeps its time. Default 1: none.
 * Latency of a batch = its end − its cut: the latency of its oldest row (batching + waiting for

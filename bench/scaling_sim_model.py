@@ -93,8 +93,8 @@ class SimParams:
     # slowed by its ``work_factor``); None: ``warmup_factor``.
     reported_warmup_factor: Optional[float] = None
     # Start-up contention (issue 14): executors starting on the machine (JVM, Python workers, state-store
-    # load) take CPU from those already working: a task launched on an executor out of its own warm-up
-    # while another executor is within ``startup_s`` of its registration runs ``startup_contention``
+    # load) take CPU from those already working: a task launched on an executor present from the start
+    # while an added executor is within ``startup_s`` of its registration runs ``startup_contention``
     # times slower. 1 or ``startup_s`` 0: none (the model until 2026-11-27).
     startup_contention: float = 1.0
     startup_s: float = 0.0
@@ -291,7 +291,10 @@ def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[
     at submission (oldest executors first); ``joins``: (time, executor) of slots joining while the stage
     runs (at most ``len(service)`` slots in all); a task launched on executor e takes ``factor`` × its
     service while e has ``warm_left[e]`` > 0 tasks of warm-up left (each launch uses one) or the
-    launch is before ``warm_until[e]``. Ties go to the slot listed first (a slot free at submission
+    launch is before ``warm_until[e]``; on an executor with no window in ``crowded`` (one not added
+    during the run), ``contention`` × its service when launched within a window (start, end, executor)
+    of ``crowded`` (an added executor's start-up), as ``aggregators.cluster_profile`` measures it.
+    Ties go to the slot listed first (a slot free at submission
     before a joining one), so a stage rescheduled when executors join keeps the launches made before
     the join. With no warm-up left anywhere it gives exactly :func:`list_schedule`'s times."""
     n = len(service)
@@ -300,12 +303,13 @@ def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[
     extra = sorted(joins)[:max(0, n - len(slots))]
     free = sorted(slots + [(t, len(slots) + i, e) for i, (t, e) in enumerate(extra)])
     launch, finish, execs = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
+    new = {x for _, _, x in crowded}
     for i, d in enumerate(service.tolist()):
         t, seq, e = free[0]
         if left.get(e, 0) > 0 or t < warm_until.get(e, -math.inf):
             d *= factor
             left[e] = max(0, left.get(e, 0) - 1)
-        elif contention != 1.0 and any(a <= t < b for a, b, starting in crowded if starting != e):
+        elif contention != 1.0 and e not in new and any(a <= t < b for a, b, _ in crowded):
             d *= contention
         launch[i], finish[i], execs[i] = t, t + d, e
         heapq.heapreplace(free, (t + d, seq, e))

@@ -138,12 +138,15 @@ def test_warm_schedule_timed_warm_up():
     assert on1 == [(0.0, 2.0), (2.0, 2.0), (4.0, 1.0)]
 
 
-def test_warm_schedule_start_up_contention_slows_the_other_executors_only():
-    """Executor 1 starts in [1, 3): executor 0's tasks launched then take 2 s, executor 1's own do not (its
-    warm-up is its own factor, 1 here); before and after the window, 1 s."""
-    launch, finish, ex = warm_schedule(np.ones(6), [0, 1], [], {}, {}, 1.0, ((1.0, 3.0, 1),), 2.0)
+def test_warm_schedule_start_up_contention_slows_the_executors_present_from_the_start_only():
+    """Executor 1 starts in [1, 3), executor 2 was added earlier (its window is over): executor 0's task
+    launched then takes 2 s; the added executors' do not (their warm-up is their own factor, 1 here);
+    before and after the window, 1 s."""
+    crowded = ((1.0, 3.0, 1), (-9.0, -5.0, 2))
+    launch, finish, ex = warm_schedule(np.ones(8), [0, 1, 2], [], {}, {}, 1.0, crowded, 2.0)
     got = sorted((lt, int(e), f - lt) for lt, f, e in zip(launch, finish, ex))
-    assert got == [(0.0, 0, 1.0), (0.0, 1, 1.0), (1.0, 0, 2.0), (1.0, 1, 1.0), (2.0, 1, 1.0), (3.0, 0, 1.0)]
+    assert got == [(0.0, 0, 1.0), (0.0, 1, 1.0), (0.0, 2, 1.0), (1.0, 0, 2.0), (1.0, 1, 1.0), (1.0, 2, 1.0),
+                   (2.0, 1, 1.0), (2.0, 2, 1.0)]
 
 
 def test_start_up_contention_slows_the_working_executor_of_a_joined_stage():
