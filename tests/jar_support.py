@@ -3,6 +3,7 @@ pyspark install with the jar's ``--jars``/``--conf`` switches, and a Java job co
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def run_submit(args: list[str], log: Path, timeout: float = 300) -> str:
     text = log.read_text()
     assert proc.returncode == 0, f"spark-submit exited {proc.returncode}:\n{text[-3000:]}"
     return text
+
+
+def batches_run(text: str) -> int:
+    """The micro-batches with rows that ``jar_jobs/rate_count.py`` says it ran (0 when it printed none). The job
+    counts after ``query.stop()``, so a batch that completes between its last check and the stop makes the count one
+    more than asked: callers require at least the number they asked for."""
+    done = re.search(r"^batches: (\d+)$", text, re.M)
+    return int(done.group(1)) if done else 0
 
 
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:

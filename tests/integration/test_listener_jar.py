@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import re
 import time
 
 import pytest
@@ -18,8 +17,8 @@ import requests
 
 from spark_governor.api.processes import free_port, wait_for
 from tests.conftest import require
-from tests.jar_support import (JOBS, compile_java_job, jar_confs, job, listener_jar, run_submit, spark_submit, stages,
-                               stop)
+from tests.jar_support import (JOBS, batches_run, compile_java_job, jar_confs, job, listener_jar, run_submit,
+                               spark_submit, stages, stop)
 
 pytestmark = pytest.mark.spark
 TOKEN = "jar-test-token"
@@ -69,9 +68,7 @@ def directive(plane, name: str) -> dict:
 def test_unmodified_pyspark_file_reports_stages_and_its_knobs(jar, plane, tmp_path):
     text = run_submit([*LOCAL, *jar_confs(jar, plane.url, "py-file"), str(JOBS / "rate_count.py"),
                        str(tmp_path / "ckpt"), "6"], tmp_path / "submit.log")
-    # a batch may complete between the job's last check and query.stop(): at least the six asked for
-    done = re.search(r"^batches: (\d+)$", text, re.M)
-    assert done and int(done.group(1)) >= 6 and "reporting job 'py-file'" in text, text[-3000:]
+    assert batches_run(text) >= 6 and "reporting job 'py-file'" in text, text[-3000:]
     found = reported_stages(plane, "py-file")
     operators = {op for s in found for op in s["operators"]}
     assert {"MicroBatchScan", "Exchange", "StateStoreSave"} <= operators

@@ -20,7 +20,7 @@ from spark_governor.bench.standalone import spark_home
 from spark_governor.collectors.events import EventTranslator, batch_record
 from spark_governor.collectors.jvm import build
 from tests.conftest import require
-from tests.jar_support import JOBS, env, jar_confs, listener_jar, run_submit
+from tests.jar_support import JOBS, batches_run, env, jar_confs, listener_jar, run_submit
 
 pytestmark = pytest.mark.spark
 SAMPLE = Path(__file__).parent.parent / "data" / "spark_events_sample.jsonl.gz"
@@ -136,7 +136,7 @@ def test_a_jar_built_for_another_spark_refuses_with_one_clear_message(jar, tmp_p
     assert build.read_manifest(other)["Spark-Version"] == "3.5.1"
     text = run_submit([*LOCAL, *jar_confs(other, control_plane.url, "wrong-spark"), str(JOBS / "rate_count.py"),
                        str(tmp_path / "ckpt"), "2"], tmp_path / "submit.log")
-    assert "batches: 2" in text  # the job itself runs normally
+    assert batches_run(text) >= 2, text[-3000:]  # the job itself runs normally
     errors = [line for line in text.splitlines() if "built for Spark 3.5.1" in line]
     assert len(errors) == 1 and "ERROR" in errors[0] and "DISABLED" in errors[0] and "Scala 2.12" in errors[0]
     assert "spark-governor jar --build" in errors[0]
@@ -209,7 +209,7 @@ def test_an_unreachable_or_hung_control_plane_never_blocks_the_job(jar, tmp_path
             text = run_submit([*LOCAL, *confs, str(JOBS / "rate_count.py"), str(tmp_path / f"ckpt-{name}"), "5"],
                               tmp_path / f"{name}.log")
             timings[name] = time.time() - t0
-            assert "batches: 5" in text
+            assert batches_run(text) >= 5, text[-3000:]
             if endpoint:
                 warnings = [line for line in text.splitlines() if "cannot report to" in line]
                 assert len(warnings) == 1, warnings  # said once, not per report
