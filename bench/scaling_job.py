@@ -32,6 +32,8 @@ def main(argv=None) -> None:
     ap.add_argument("--trigger-seconds", type=float, default=4.0)
     ap.add_argument("--no-probe", action="store_true", help="no source probe: the live state knows the "
                                                             "source's offsets from completed batches only")
+    ap.add_argument("--no-warm", action="store_true", help="no warm-up of added executors "
+                                                           "(collectors.executor_warmup)")
     a = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -66,7 +68,8 @@ def main(argv=None) -> None:
     print("executors at start:", sizer.executor_ids(), flush=True)
     # the project's own source: the reporter reads its rate file between batches (collectors.source_probe)
     probes = [] if a.no_probe else [RateFileProbe(a.rate_file, rows_per_second=100)]
-    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5, source_probes=probes)
+    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5, source_probes=probes,
+                    **({"warm_modules": None} if a.no_warm else {}))
     register_zipf_source(spark)
     cost = a.row_cost_us / 1e6
 
@@ -96,7 +99,8 @@ def main(argv=None) -> None:
             out.write(json.dumps({"t": time.time(), "executors": jsc.getExecutorIds().size(),
                                   "batch": p.batchId if p else None,
                                   "processing_ms": p.durationMs.get("triggerExecution") if p else None,
-                                  "applied": handle.reporter.apply_log}) + "\n")
+                                  "applied": handle.reporter.apply_log,
+                                  "warmed": dict(handle.warmer.ran_on) if handle.warmer else None}) + "\n")
             out.flush()
             time.sleep(1)
     q.stop()

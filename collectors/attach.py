@@ -35,10 +35,11 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from spark_governor.collectors.appliers import ExecutorApplier
 from spark_governor.collectors.events import EventTranslator, parse_concatenated
+from spark_governor.collectors.executor_warmup import DEFAULT_MODULES, ExecutorWarmer
 from spark_governor.collectors.reporter import Reporter, check_token
 
 log = logging.getLogger("spark_governor.attach")
@@ -262,6 +263,7 @@ class Attachment:
     reporter: Reporter
     spark_listener: Any  # the JVM proxy (``jvm_proxy``) of a PySparkListener
     query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
+    warmer: Optional[ExecutorWarmer] = None  # warms executors added while the job runs (None: off)
     detached: bool = False
 
     def add_applier(self, knob: str, applier: Any) -> None:
@@ -305,13 +307,18 @@ def live_slots(default_parallelism: int, executors: int, executor_cores: Optiona
 
 
 def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
-           token: Optional[str] = None, **reporter_options: Any) -> Attachment:
+           token: Optional[str] = None, warm_modules: Optional[Sequence[str]] = DEFAULT_MODULES,
+           **reporter_options: Any) -> Attachment:
     """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
 
     ``token``: the reporter token (a control-plane token with the ``report`` scope); when None it is read
     from the conf ``spark.governor.token``, the file named by ``spark.governor.tokenFile`` or the environment
     variable ``SPARK_GOVERNOR_TOKEN`` (``reporter_token``). Without one, a control plane that requires report
     tokens refuses the reports (counted in ``reporter.unauthorized``, logged once).
+
+    ``warm_modules``: an executor added while the job runs is warmed at once by a small job whose Python task
+    imports these modules on it (:mod:`collectors.executor_warmup`: its Python worker and the modules are
+    ready before the job's tasks reach it); add the modules your UDFs import. None or ``()``: no warm-up.
 
     ``appliers`` maps further knobs (``batch_interval``, ``partition_plan``, ``exchanges``) to
     job-side appliers (``collectors.appliers``); the executor applier is always installed.
@@ -339,16 +346,17 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
         return {"slots": live_slots(sc._jsc.sc().defaultParallelism(), n, executor_cores, task_cpus, sc.master),
                 "executors": n}
 
+    warmer = ExecutorWarmer(spark, warm_modules) if warm_modules else None
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
                         query_status=query_status_poller(spark._jsparkSession), token=secret,
-                        **reporter_options).start()
+                        on_executor_added=warmer, **reporter_options).start()
     listener = jvm_proxy(gateway, PySparkListener(reporter))
     sc._jsc.sc().addSparkListener(listener)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
         ProgressListener(reporter))
     spark._jsparkSession.streams().addListener(query_listener)
-    handle = Attachment(spark, reporter, listener, query_listener)
+    handle = Attachment(spark, reporter, listener, query_listener, warmer)
     atexit.register(handle.detach, 2.0)
     return handle

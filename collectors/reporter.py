@@ -139,6 +139,7 @@ class Reporter:
         decode_query: Optional[Callable[[list], list]] = None,
         state_interval_s: float = STATE_INTERVAL_S,
         source_probes: Optional[list] = None,
+        on_executor_added: Optional[Callable[[dict], None]] = None,
     ) -> None:
         self.job = validate_job_name(job)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
@@ -195,6 +196,9 @@ class Reporter:
         self.directives: list = []  # latest directives returned by the control plane
         self.appliers = dict(appliers or {})  # knob -> applier(value) -> (status, message)
         self.live_state = live_state  # () -> {"slots": int, "executors": int}, read in this thread
+        # (SparkListenerExecutorAdded event dict) -> None, called in this thread; must return at once
+        # (collectors.executor_warmup.ExecutorWarmer)
+        self.on_executor_added = on_executor_added
         self.applied_versions: dict[str, int] = {}
         self._acks: list[dict] = []  # directive acknowledgements not yet delivered
         self.apply_log: list[dict] = []  # every ack, for the job's own inspection
@@ -365,11 +369,17 @@ class Reporter:
             self._wake.set()
 
     def _track(self, kind: str, event) -> None:
-        """Feed the query tracker; its failure never costs the event's own records."""
+        """Feed the query tracker and the executor-added hook; their failure never costs the event's own
+        records."""
         try:
             if kind == "spark":
                 if event.get("Event") == "SparkListenerJobStart":
                     self.queries.on_job_start(event)
+                elif event.get("Event") == "SparkListenerExecutorAdded" and self.on_executor_added is not None:
+                    try:
+                        self.on_executor_added(event)
+                    except Exception as exc:
+                        self.last_error = f"executor-added hook: {exc!r}"[:500]
             elif kind == "query":
                 self.queries.on_query_event(event[0], event[1], int(time.time() * 1000))
             else:

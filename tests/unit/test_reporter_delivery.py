@@ -307,3 +307,30 @@ def test_more_tasks_than_a_report_may_hold_are_split_into_several_reports(raw_se
     finally:
         rep.stop(1)
     assert Reporter("x", "http://127.0.0.1:9", max_tasks_per_report=10**9)._limits["task"] == MAX_TASKS_PER_REPORT
+
+
+def test_the_executor_added_hook_sees_each_added_executor_and_its_failure_costs_no_record(raw_server):
+    """attach() warms added executors from this hook (collectors.executor_warmup); a hook that raises loses
+    neither the event's own executor record nor the reporting."""
+    srv = raw_server()
+    seen = []
+
+    def hook(event):
+        seen.append(event["Executor ID"])
+        if len(seen) == 1:
+            raise RuntimeError("a failing hook")
+
+    rep = fast(srv.url, on_executor_added=hook)
+    for executor in ("7", "8"):
+        rep.offer("spark", json.dumps({"Event": "SparkListenerExecutorAdded", "Timestamp": 1_700_000_000_000,
+                                       "Executor ID": executor, "Executor Info": {"Host": "127.0.0.1",
+                                                                                  "Total Cores": 1}}))
+    feed(rep)
+    rep.start()
+    try:
+        wait_for(lambda: len(srv.stored_tasks()) == N_TASKS, 10, 0.05, "every task")
+        executors = [e["executor_id"] for r in srv.stored for e in r.get("executors", [])]
+        assert seen == ["7", "8"] and {"7", "8"} <= set(executors)
+        assert "executor-added hook" in (rep.last_error or "") and "a failing hook" in rep.last_error
+    finally:
+        rep.stop(1)
