@@ -24,6 +24,9 @@ on the same staircase, for every policy of that run, side by side with the real 
     of the batch running at the decision) → gone from the driver's list (:func:`release_delays`; 5.5 s
     on the standalone cluster). Not measured (no scale-in): 0. It moves only the executor-seconds:
     over runs 43–61 the simulated/real ratio went from 0.98 to 1.00 on average;
+  - the executor warm-up job (``collectors.executor_warmup``; reports with ``warm_executors``):
+    ``prewarm_s``, the median of the runs' ``warm_job_s`` (each warm-up job's seconds), else
+    :data:`PREWARM_S`. Reports from before it (no ``warm_executors``): none;
   - the batch model, fitted on every run's ``batch_points`` together, with the driver overhead
     the control plane measured (batch − span of its tasks, ``driver_overhead_s``) held fixed
     (:func:`fit_split`: duration = driver overhead + waves × (task overhead + per-slot overhead ×
@@ -169,6 +172,12 @@ def load_report(path: str | Path) -> dict:
     return report
 
 
+#: a warm-up job's seconds on a cold executor when a run with warm-up (``warm_executors``) did not record them:
+#: the time a cold executor's first mapInPandas task took beyond a warm one's (3.8 s − 1.1 s on the 2-core
+#: standalone cluster, tests/integration/warmup_job.py, 2026-11-28)
+PREWARM_S = 2.7
+
+
 def _weighted(parts: list[tuple[float, int]]) -> float | None:
     parts = [(v, n) for v, n in parts if v is not None and n]
     total = sum(n for _, n in parts)
@@ -180,8 +189,9 @@ def cluster_params(report: dict) -> dict:
     ``fit``: the pooled batch-duration fit."""
     prov, ovh, plane_ovh, factor, tasks, secs, cost, points, stages = [], [], [], [], [], [], [], [], 1
     work, crowd, startup = [], [], []
-    delays, releases = [], []
+    delays, releases, prewarm = [], [], []
     for r in report["results"]:
+        prewarm += [float(x) for x in r.get("warm_job_s") or []]
         delays += registration_delays(r)
         releases += release_delays(r)
         c, svc = r.get("cluster") or {}, r.get("service") or {}
@@ -225,7 +235,9 @@ def cluster_params(report: dict) -> dict:
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
             "noise_sigma": fit["noise_sigma"] if use_fit else None,
             "task_noise_sigma": 0.0 if use_fit else None,
-            "release_delay_s": float(np.median(releases)) if releases else None, "fit": fit}
+            "release_delay_s": float(np.median(releases)) if releases else None,
+            "prewarm_s": (float(np.median(prewarm)) if prewarm else PREWARM_S) if report.get("warm_executors") else None,
+            "fit": fit}
 
 
 def registration_delays(run: dict) -> list[float]:
@@ -370,6 +382,8 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
                 "task_overhead_per_slot_s": cluster.get("task_overhead_per_slot_s"), "row_cost_s": row_cost,
                 "noise_sigma": cluster["noise_sigma"],
                 "task_noise_sigma": cluster["task_noise_sigma"], "release_delay_s": cluster.get("release_delay_s")}
+    if cluster.get("prewarm_s") is not None:
+        measured["prewarm_s"] = cluster["prewarm_s"]
     if cluster["warmup_factor"] is not None:
         measured.update(warmup_factor=cluster["warmup_factor"], warmup_tasks=cluster["warmup_tasks"] or 0)
         if cluster.get("reported_warmup_factor") is not None:

@@ -100,7 +100,8 @@ def main(argv=None) -> None:
                                   "batch": p.batchId if p else None,
                                   "processing_ms": p.durationMs.get("triggerExecution") if p else None,
                                   "applied": handle.reporter.apply_log,
-                                  "warmed": dict(handle.warmer.ran_on) if handle.warmer else None}) + "\n")
+                                  "warmed": dict(handle.warmer.ran_on) if handle.warmer else None,
+                                  "warm_job_s": list(handle.warmer.job_s) if handle.warmer else None}) + "\n")
             out.flush()
             time.sleep(1)
     q.stop()

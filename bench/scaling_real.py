@@ -233,6 +233,8 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
         out.update(cluster=None, service=None, measure_error=str(exc))
     out["switches"] = [[t, r] for t, r in switches]
     out["initial_executors"] = initial_executors
+    # the job's executor warm-up jobs (collectors.executor_warmup): seconds each, for bench scaling --calibrate
+    out["warm_job_s"] = next((x["warm_job_s"] for x in reversed(driver.samples()) if x.get("warm_job_s") is not None), [])
     out["evaluation_phase_s"] = evaluation_phase
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]

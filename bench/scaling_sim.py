@@ -112,7 +112,8 @@ class _State:
     leaving: list[list[int]] = field(default_factory=list)  # released executors still listed: [gone_ms, count]
     clock: int = 0
     # registered executors in registration order: [id, registered ms (None: present at t = 0), warm-up
-    # tasks left] (only read when the params have a warm-up)
+    # tasks left, ms from which its slot is free, warmed by a warm-up job] (only read when the params have a
+    # warm-up; the last two with ``SimParams.prewarm_s``)
     execs: list[list] = field(default_factory=list)
     next_exec: int = 0
 
@@ -164,7 +165,7 @@ class Simulation:
         # the control plane's surge watch (api.surge_watch): a probed rate step evaluates at once
         self._surges = SurgeBaselines(params.surge_ratio) if params.live_probe and params.surge_ratio else None
         self._next_surge = SURGE_CHECK_MS
-        self.s.execs = [[i, None, 0] for i in range(controller.initial_executors)]
+        self.s.execs = [[i, None, 0, 0, False] for i in range(controller.initial_executors)]
         self.s.next_exec = controller.initial_executors
         self.batches: list[BatchRecord] = []
         self.control = SimControlPlane(controller, params)
@@ -242,11 +243,15 @@ class Simulation:
         warm, execs = None, None
         if p.warmup:
             submitted = t + round(1000 * submit_s)
-            slot_execs = [e[0] for e in self.s.execs for _ in range(p.cores_per_executor)][:p.slots(n)] or [-1]
-            warm = {"service": service, "slot_execs": slot_execs, "joins": [],
+            # an executor still running its warm-up job (SimParams.prewarm_s) joins the stage when it ends
+            free = [e for e in self.s.execs if e[3] <= submitted]
+            busy = [e for e in self.s.execs if e[3] > submitted]
+            slot_execs = [e[0] for e in free for _ in range(p.cores_per_executor)][:p.slots(n)] or [-1]
+            warm = {"service": service, "slot_execs": slot_execs,
+                    "joins": [((e[3] - submitted) / 1000.0, e[0]) for e in busy for _ in range(p.cores_per_executor)],
                     "left": {e[0]: e[2] for e in self.s.execs},
-                    "until": {e[0]: self._warm_until(e[1], submitted) for e in self.s.execs}}
-            launch, finish, execs = warm_schedule(service, slot_execs, [], warm["left"], warm["until"],
+                    "until": {e[0]: self._warm_until(e, submitted) for e in self.s.execs}}
+            launch, finish, execs = warm_schedule(service, slot_execs, warm["joins"], warm["left"], warm["until"],
                                                   p.warmup_factor, self._crowded(submitted), p.startup_contention)
             service = finish - launch
         else:
@@ -265,11 +270,11 @@ class Simulation:
     def _record(r: _Running) -> BatchRecord:
         return BatchRecord(r.batch_id, r.start / 1000.0, r.end / 1000.0, r.cut / 1000.0, r.rows, r.executors)
 
-    def _warm_until(self, registered_ms: int | None, submitted_ms: int) -> float:
-        """End of an executor's timed warm-up, seconds from the stage's submission (−inf: warm)."""
-        if registered_ms is None or self.p.warmup_s <= 0:
+    def _warm_until(self, e: list, submitted_ms: int) -> float:
+        """End of executor ``e``'s timed warm-up, seconds from the stage's submission (−inf: warm)."""
+        if e[1] is None or e[4] or self.p.warmup_s <= 0:
             return -np.inf
-        return (registered_ms - submitted_ms) / 1000.0 + self.p.warmup_s
+        return (e[1] - submitted_ms) / 1000.0 + self.p.warmup_s
 
     def _crowded(self, submitted_ms: int) -> tuple[tuple[float, float, int], ...]:
         """(start, end, executor): the windows, seconds from a stage's submission, in which an executor
@@ -317,8 +322,15 @@ class Simulation:
         self._unmeasured += [[self._directive_at.pop(a, a - round(self.p.up_delay_s * 1000)), t]
                              for a, c in self.s.requests if a <= t and c]
         self.s.registered += joined
-        for _ in range(joined):
-            self.s.execs.append([self.s.next_exec, t, self.p.warmup_tasks])
+        # SimParams.prewarm_s: the executors that find no task waiting (Spark offers a registering executor
+        # the running stage's pending tasks first) run a warm-up job instead, and start warm after it
+        r, cores = self.s.running, self.p.cores_per_executor
+        pending = (int(np.count_nonzero(r.tasks.launch_ms > t)) if r is not None and t < r.end and r.tasks is not None
+                   else 0)
+        for i in range(joined):
+            warmed = self.p.prewarm_s > 0 and i * cores >= pending
+            self.s.execs.append([self.s.next_exec, t, 0 if warmed else self.p.warmup_tasks,
+                                 t + round(1000 * self.p.prewarm_s) if warmed else t, warmed])
             self.s.next_exec += 1
         self.s.requests = [[a, c] for a, c in self.s.requests if a > t]
         if self.s.running is not None and joined:
@@ -341,8 +353,8 @@ class Simulation:
         if r.warm is not None:
             w = r.warm
             for e in self.s.execs[-joined:]:
-                w["joins"] += [((t - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
-                w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e[1], r.submitted)
+                w["joins"] += [((max(t, e[3]) - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
+                w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e, r.submitted)
             launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], w["joins"], w["left"], w["until"],
                                                   p.warmup_factor, self._crowded(r.submitted), p.startup_contention)
             service = np.where(k.launch_ms[order] <= t, service, finish - launch)

@@ -17,6 +17,7 @@ def test_a_warm_up_job_imports_the_modules_on_each_executor_and_says_where_it_ra
     # the caller's thread keeps no job group of ours
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
     assert executor_location("10.0.0.7", "12") == "executor_10.0.0.7_12"
+    assert warmer.running_tasks("driver") == 0 and warmer.running_tasks("no-such-executor") == 0
 
 
 def test_the_hook_ignores_the_driver_and_local_mode_and_never_raises(spark):
@@ -25,4 +26,4 @@ def test_the_hook_ignores_the_driver_and_local_mode_and_never_raises(spark):
     warmer(added)  # local mode: there are no executors to add
     warmer({**added, "Executor ID": "driver"})
     warmer({"Event": "SparkListenerExecutorAdded"})
-    assert warmer._thread is None and warmer.warmed == [] and warmer.failed == 0
+    assert warmer._threads == [] and warmer.warmed == [] and warmer.failed == 0

@@ -205,6 +205,37 @@ def test_warm_up_applies_to_an_executor_joining_a_running_stage():
     assert runs[1.0][1][0].end_s == pytest.approx(9.5)
 
 
+def test_a_warm_up_job_warms_an_executor_that_registers_with_no_task_waiting():
+    """As above, registered at 11 s (the 8 s batch ended at 10 s): with a 0.5 s warm-up job
+    (``prewarm_s``) its slot is free at 11.5 s and warm, so the 12 s batch takes 1 s, not 3 s; with a 2 s
+    job it is busy until 13 s, the first executor takes both tasks (2 s) and the new one starts warm at
+    16 s."""
+    out = {}
+    for prewarm in (0.0, 0.5, 2.0):
+        sim = Recording(rate, 30.0, step_ctrl(2, 10.0), SimParams(**QUIET, up_delay_s=1.0, warmup_factor=3.0,
+                                                                 warmup_tasks=2, prewarm_s=prewarm))
+        res = sim.run()
+        out[prewarm] = ({b.start_s: b.processing_s for b in res.batches},
+                        [svc for s, _, e, svc in sim.tasks if e == 1])
+    assert out[0.0][0][12.0] == pytest.approx(3.0) and out[0.0][1][:2] == [pytest.approx(3.0)] * 2
+    assert out[0.5][0][12.0] == pytest.approx(1.0) and all(svc == pytest.approx(1.0) for svc in out[0.5][1])
+    assert out[2.0][0][12.0] == pytest.approx(2.0) and out[2.0][0][16.0] == pytest.approx(1.0)
+    assert all(svc == pytest.approx(1.0) for svc in out[2.0][1])
+
+
+def test_an_executor_that_registers_while_tasks_wait_takes_one_cold_warm_up_job_or_not():
+    """The joining executor of the test above finds tasks 3..7 waiting: Spark offers it one at once, so a
+    warm-up job changes nothing there (task 3 and 6 still 2 s each, the stage still ends at 10.5 s)."""
+    base = {**QUIET, "partitions": 8, "row_cost_s": 0.004, "eval_interval_s": 2.0, "up_delay_s": 0.5,
+            "warmup_factor": 2.0, "warmup_s": 4.0}
+    ends = {}
+    for prewarm in (0.0, 1.0):
+        sim = Recording(rate, 12.0, step_ctrl(2, 6.0), SimParams(**base, prewarm_s=prewarm))
+        ends[prewarm] = (sim.run().batches[0].end_s, sorted((part, svc) for s, part, e, svc in sim.tasks
+                                                            if s == 4.0 and e == 1))
+    assert ends[1.0] == ends[0.0] == (pytest.approx(10.5), [(3, pytest.approx(2.0)), (6, pytest.approx(2.0))])
+
+
 def test_live_view_reports_the_running_batch_and_the_backlog():
     """Static 1 executor, 2 000-row batches of 2 s (2 tasks of 1 s on 1 slot) every 4 s. At 9 s the batch
     started at 8 s runs: age 1 s; its rows (arrived after 4 s) are not processed, so the oldest record is
