@@ -45,8 +45,16 @@ policy evaluation (``api.governor``):
   runs 85–89 read ×0.97–1.05: there the new executors lengthened it by taking its last pending task
   and holding its slot ×2.5 as long (4.4 s run, 5.2 s in the slot, for 18 000 records a steady task
   holds 2.1 s).
+  ``cold_samples`` / ``cold_work_factor`` / ``cold_tasks``: ``work_factor`` and ``tasks`` over the new
+  executors whose first task launched within ``COLD_LAUNCH_S`` of their registration: they took a task
+  that was waiting and started cold whatever warm-up job ran for them (``collectors.executor_warmup``
+  warms the others before they work: run 90 read ``work_factor`` ×1.43, the median of one cold executor at
+  ×2.3 and two warmed ones). ``idle_work_factor``: ``work_factor`` over the others, registered more than
+  that before their first task (warmed ones ran theirs ×1.4 in runs 91 and 92: the streaming query's own
+  classes and code are still loaded then).
   Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
-  real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``).
+  real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``; by the
+  ``cold_*`` figures when the run warmed its executors).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
   span of its tasks (first launch → last finish; tasks joined on query id and batch id). Planning,
   offset and commit log writes, the sink's commit and scheduling gaps are all in it. Batches without
@@ -82,7 +90,12 @@ STEADY_RUN = 5
 MAX_DECISIONS = 200
 #: the warm-up part of a profile without a new executor to measure
 NO_WARMUP = {"samples": 0, "factor": None, "tasks": None, "duration_s": None, "work_factor": None,
-             "startup_s": None, "contention_factor": None}
+             "startup_s": None, "contention_factor": None, "cold_samples": 0, "cold_work_factor": None,
+             "cold_tasks": None, "idle_work_factor": None}
+#: a new executor whose first task launched within this long of its registration took a task that was
+#: waiting (Spark offers a registering executor the running stage's pending tasks): it started cold,
+#: whatever warm-up job ran for it (``collectors.executor_warmup``), seconds
+COLD_LAUNCH_S = 1.0
 MAX_ERROR_DECISIONS = 50
 
 
@@ -172,17 +185,22 @@ def executor_firsts(conn: Connection, job_id: int, run) -> dict[str, tuple[int, 
     return out
 
 
+def registrations(conn: Connection, job_id: int, run) -> dict[str, int]:
+    """Executor id → its registration on the run (``SparkListenerExecutorAdded``, epoch ms of the driver)."""
+    if run is None:
+        return {}
+    return {r.executor_id: r.added_ms for r in conn.execute(
+        select(executor_events.c.executor_id, executor_events.c.added_ms).where(
+            executor_events.c.job_id == job_id, executor_events.c.run_id == run.run_id,
+            executor_events.c.added_ms.is_not(None)))}
+
+
 def provisioning(conn: Connection, job_id: int, run, firsts: dict[str, tuple[int, Optional[int]]]) -> dict:
     """``{"samples", "register_s", "first_task_s", "register_source"}`` (module docstring);
     ``firsts``: :func:`executor_firsts`."""
     first_launch = {e: v[0] for e, v in firsts.items()}
     first_finish = {e: v[1] for e, v in firsts.items() if v[1] is not None}
-    added: dict[str, int] = {}
-    if run is not None:
-        added = {r.executor_id: r.added_ms for r in conn.execute(
-            select(executor_events.c.executor_id, executor_events.c.added_ms).where(
-                executor_events.c.job_id == job_id, executor_events.c.run_id == run.run_id,
-                executor_events.c.added_ms.is_not(None)))}
+    added = registrations(conn, job_id, run)
     since = _run_start(run)
     ds = conn.execute(select(decisions.c.created_ms, decisions.c.old_value, decisions.c.new_value).where(
         decisions.c.job_id == job_id, decisions.c.knob == "executors", decisions.c.created_ms >= since,
@@ -218,12 +236,14 @@ def _service(r, per_record: bool) -> Optional[float]:
 
 def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
            initial_grace_s: float = INITIAL_GRACE_S, first_launch: Optional[dict[str, int]] = None,
-           run_start_ms: Optional[int] = None) -> dict:
-    """``{"samples", "factor", "tasks", "duration_s", "work_factor", "startup_s", "contention_factor"}`` of
-    the run's new executors (module docstring).
+           run_start_ms: Optional[int] = None, registered: Optional[dict[str, int]] = None) -> dict:
+    """``{"samples", "factor", "tasks", "duration_s", "work_factor", "startup_s", "contention_factor",
+    "cold_samples", "cold_work_factor", "cold_tasks", "idle_work_factor"}`` of the run's new executors (module
+    docstring).
     ``task_rows``: the run's latest tasks in launch order; ``first_launch``: each executor's first
     launch in the whole run and ``run_start_ms`` the run's first (executors whose first tasks are not
-    among ``task_rows`` are left out); default: as in ``task_rows``."""
+    among ``task_rows`` are left out); default: as in ``task_rows``. ``registered``: each executor's
+    registration (epoch ms, ``executor_events.added_ms``), for the ``cold_*`` fields."""
     ok = [r for r in task_rows if r.successful]
     if not ok:
         return dict(NO_WARMUP)
@@ -261,6 +281,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
                                                        _steady_s(r, model[r.template_id])))
     factors, counts, durations, work = [], [], [], []
+    cold_work, cold_counts, idle_work = [], [], []
     starting: dict[str, tuple[int, int]] = {}  # new executor → its start-up window (epoch ms)
     for e, seq in runs.items():
         head = seq[:first_tasks]
@@ -271,8 +292,14 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         counts.append(end)
         durations.append((seq[end - 1][2] - first_seen[e]) / 1000.0 if end else 0.0)
         slow = seq[:max(end, 1)]
+        cold = registered is not None and e in registered and first_seen[e] - registered[e] <= COLD_LAUNCH_S * 1000
         if sum(x[4] for x in slow) > 0:
             work.append(sum(x[3] for x in slow) / sum(x[4] for x in slow))
+            if cold:
+                cold_work.append(work[-1])
+                cold_counts.append(end)
+            elif registered is not None and e in registered:
+                idle_work.append(work[-1])
         starting[e] = (first_seen[e], max(x[2] for x in slow))
     if not factors:
         return dict(NO_WARMUP)
@@ -281,7 +308,10 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             "tasks": int(round(statistics.median(counts))), "duration_s": statistics.median(durations),
             "work_factor": statistics.median(work) if work else None,
             "startup_s": statistics.median((b - a) / 1000.0 for a, b in starting.values()),
-            "contention_factor": crowd}
+            "contention_factor": crowd, "cold_samples": len(cold_work),
+            "cold_work_factor": statistics.median(cold_work) if cold_work else None,
+            "cold_tasks": int(round(statistics.median(cold_counts))) if cold_counts else None,
+            "idle_work_factor": statistics.median(idle_work) if idle_work else None}
 
 
 def contention(ok: list, starting: dict[str, tuple[int, int]],
@@ -390,7 +420,8 @@ def measure(conn: Connection, job: str, job_id: int, max_tasks: int = 5000, max_
     start = min((v[0] for v in firsts.values()), default=None)
     return ClusterProfile(job=job, run_id=run.run_id if run is not None else None,
                           provisioning=provisioning(conn, job_id, run, firsts),
-                          warmup=warmup(rows, first_launch={e: v[0] for e, v in firsts.items()}, run_start_ms=start),
+                          warmup=warmup(rows, first_launch={e: v[0] for e, v in firsts.items()}, run_start_ms=start,
+                                        registered=registrations(conn, job_id, run)),
                           driver_overhead=driver_overhead(conn, job_id, run, max_batches),
                           prediction_error=prediction_error(conn, job_id, _run_start(run)))
 
@@ -428,12 +459,12 @@ def refresh(conn: Connection, job: str, job_id: int, now_ms: int, min_interval_s
 
 
 def from_json(d: dict) -> ClusterProfile:
-    """A stored profile; ``warmup``'s ``work_factor``, ``startup_s`` and ``contention_factor`` (2026-11-27)
-    are None in profiles stored before them."""
+    """A stored profile; ``warmup``'s fields added later (``work_factor``, ``startup_s``, ``contention_factor``
+    2026-11-27; the ``cold_*`` ones 2026-11-28) read as :data:`NO_WARMUP` has them in profiles stored before."""
     p = ClusterProfile(**{k: d[k] for k in ("job", "run_id", "provisioning", "warmup", "driver_overhead",
                                               "prediction_error")})
     if p.warmup:
-        p.warmup = {**{k: None for k in NO_WARMUP}, **p.warmup}
+        p.warmup = {**NO_WARMUP, **p.warmup}
     return p
 
 

@@ -26,7 +26,10 @@ on the same staircase, for every policy of that run, side by side with the real 
     over runs 43–61 the simulated/real ratio went from 0.98 to 1.00 on average;
   - the executor warm-up job (``collectors.executor_warmup``; reports with ``warm_executors``):
     ``prewarm_s``, the median of the runs' ``warm_job_s`` (each warm-up job's seconds), else
-    :data:`PREWARM_S`. Reports from before it (no ``warm_executors``): none;
+    :data:`PREWARM_S`; and the warm-up of the executors that took a waiting task as they registered
+    (the profile's ``cold_work_factor`` / ``cold_tasks``), which no warm-up job reaches, instead of all
+    new executors'; a warmed executor's first task by the others' (``idle_work_factor``, at least 1:
+    ``prewarm_factor``). Reports from before it (no ``warm_executors``): none;
   - the batch model, fitted on every run's ``batch_points`` together, with the driver overhead
     the control plane measured (batch − span of its tasks, ``driver_overhead_s``) held fixed
     (:func:`fit_split`: duration = driver overhead + waves × (task overhead + per-slot overhead ×
@@ -188,7 +191,7 @@ def cluster_params(report: dict) -> dict:
     """The cluster parameters pooled over the report's runs (module docstring); None = not measured.
     ``fit``: the pooled batch-duration fit."""
     prov, ovh, plane_ovh, factor, tasks, secs, cost, points, stages = [], [], [], [], [], [], [], [], 1
-    work, crowd, startup = [], [], []
+    work, crowd, startup, cold, cold_tasks, idle = [], [], [], [], [], []
     delays, releases, prewarm = [], [], []
     for r in report["results"]:
         prewarm += [float(x) for x in r.get("warm_job_s") or []]
@@ -207,6 +210,9 @@ def cluster_params(report: dict) -> dict:
         work.append((w.get("work_factor"), n))
         crowd.append((w.get("contention_factor"), n))
         startup.append((w.get("startup_s"), n))
+        cold.append((w.get("cold_work_factor"), w.get("cold_samples") or 0))
+        cold_tasks.append((w.get("cold_tasks"), w.get("cold_samples") or 0))
+        idle.append((w.get("idle_work_factor"), max(0, n - (w.get("cold_samples") or 0))))
         tasks.append((w.get("tasks"), n))
         secs.append((w.get("duration_s"), n))
         if svc.get("row_cost_s"):
@@ -221,6 +227,10 @@ def cluster_params(report: dict) -> dict:
     t = _weighted(tasks)
     # the factor that slows the simulated executors, and the one the simulated plane reports (module docstring)
     plane_factor, work_factor = _weighted(factor), _weighted(work)
+    if report.get("warm_executors") and _weighted(cold) is not None:
+        # the run warmed its idle new executors: the simulator warms those itself (prewarm_s), and slows the
+        # ones that took a waiting task by what those measured
+        work_factor, t = _weighted(cold), _weighted(cold_tasks)
     use_fit = fit["row_cost_s"] is not None
     return {"up_delay_s": float(np.median(delays)) if delays else _weighted(prov),
             "up_delays_s": delays,
@@ -237,6 +247,7 @@ def cluster_params(report: dict) -> dict:
             "task_noise_sigma": 0.0 if use_fit else None,
             "release_delay_s": float(np.median(releases)) if releases else None,
             "prewarm_s": (float(np.median(prewarm)) if prewarm else PREWARM_S) if report.get("warm_executors") else None,
+            "prewarm_factor": _weighted(idle) if report.get("warm_executors") else None,
             "fit": fit}
 
 
@@ -384,6 +395,8 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
                 "task_noise_sigma": cluster["task_noise_sigma"], "release_delay_s": cluster.get("release_delay_s")}
     if cluster.get("prewarm_s") is not None:
         measured["prewarm_s"] = cluster["prewarm_s"]
+        if cluster.get("prewarm_factor") is not None:
+            measured["prewarm_factor"] = max(1.0, cluster["prewarm_factor"])
     if cluster["warmup_factor"] is not None:
         measured.update(warmup_factor=cluster["warmup_factor"], warmup_tasks=cluster["warmup_tasks"] or 0)
         if cluster.get("reported_warmup_factor") is not None:
@@ -581,6 +594,8 @@ def format_calibration(out: dict) -> str:
                   f"warm-up ×{p['warmup_factor']:.2f} ({p['warmup_tasks']} tasks / {p['warmup_s']:.0f} s"
                   + (f"; reported ×{p['reported_warmup_factor']:.2f}" if p.get('reported_warmup_factor') else "")
                   + "), "
+                  + (f"warm-up job {p['prewarm_s']:.1f} s (then a new executor's first task ×{p.get('prewarm_factor', 1.0):.2f}), "
+                     if p.get('prewarm_s') else "")
                   + (f"start-up contention ×{p['startup_contention']:.2f} for {p['startup_s']:.1f} s, "
                      if p.get('startup_contention', 1.0) != 1.0 and p.get('startup_s') else "")
                   + f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "

@@ -252,7 +252,8 @@ class Simulation:
                     "left": {e[0]: e[2] for e in self.s.execs},
                     "until": {e[0]: self._warm_until(e, submitted) for e in self.s.execs}}
             launch, finish, execs = warm_schedule(service, slot_execs, warm["joins"], warm["left"], warm["until"],
-                                                  p.warmup_factor, self._crowded(submitted), p.startup_contention)
+                                                  p.warmup_factor, self._crowded(submitted), p.startup_contention,
+                                                  self._warmed_factors())
             service = finish - launch
         else:
             launch, finish = list_schedule(service, p.slots(n))
@@ -269,6 +270,10 @@ class Simulation:
     @staticmethod
     def _record(r: _Running) -> BatchRecord:
         return BatchRecord(r.batch_id, r.start / 1000.0, r.end / 1000.0, r.cut / 1000.0, r.rows, r.executors)
+
+    def _warmed_factors(self) -> dict[int, float]:
+        """The warmed executors' own warm-up factor (``SimParams.prewarm_factor``)."""
+        return {e[0]: self.p.prewarm_factor for e in self.s.execs if e[4]}
 
     def _warm_until(self, e: list, submitted_ms: int) -> float:
         """End of executor ``e``'s timed warm-up, seconds from the stage's submission (−inf: warm)."""
@@ -329,7 +334,8 @@ class Simulation:
                    else 0)
         for i in range(joined):
             warmed = self.p.prewarm_s > 0 and i * cores >= pending
-            self.s.execs.append([self.s.next_exec, t, 0 if warmed else self.p.warmup_tasks,
+            left = (1 if self.p.prewarm_factor != 1.0 else 0) if warmed else self.p.warmup_tasks
+            self.s.execs.append([self.s.next_exec, t, left,
                                  t + round(1000 * self.p.prewarm_s) if warmed else t, warmed])
             self.s.next_exec += 1
         self.s.requests = [[a, c] for a, c in self.s.requests if a > t]
@@ -356,7 +362,8 @@ class Simulation:
                 w["joins"] += [((max(t, e[3]) - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
                 w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e, r.submitted)
             launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], w["joins"], w["left"], w["until"],
-                                                  p.warmup_factor, self._crowded(r.submitted), p.startup_contention)
+                                                  p.warmup_factor, self._crowded(r.submitted), p.startup_contention,
+                                                  self._warmed_factors())
             service = np.where(k.launch_ms[order] <= t, service, finish - launch)
         else:
             launch, finish = list_schedule(service, p.slots(r.executors), r.joins)

@@ -105,6 +105,9 @@ class SimParams:
     # 2026-11-28). On the standalone cluster a cold executor's first mapInPandas task held its slot 3.8 s
     # against 1.1 s on a warm one, and 1.3 s after a warm-up (tests/integration/warmup_job.py).
     prewarm_s: float = 0.0
+    # How much slower a warmed executor's first task still runs (its streaming query's own classes and
+    # code are loaded then: ×1.4 in runs 91 and 92, the profile's ``idle_work_factor``). 1: none.
+    prewarm_factor: float = 1.0
     # The job between batches (issue 14, "See the job between batches"): give the policies the view's
     # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)
@@ -173,9 +176,10 @@ class SimParams:
 
     @property
     def warmup(self) -> bool:
-        """Whether new executors warm up (``warmup_factor`` ≠ 1 and a task or time limit) or slow the
-        others while they start (``startup_contention``)."""
+        """Whether new executors warm up (``warmup_factor`` ≠ 1 and a task or time limit; a warmed one's
+        ``prewarm_factor`` ≠ 1) or slow the others while they start (``startup_contention``)."""
         return ((self.warmup_factor != 1.0 and (self.warmup_tasks > 0 or self.warmup_s > 0))
+                or (self.prewarm_s > 0 and self.prewarm_factor != 1.0)
                 or (self.startup_contention != 1.0 and self.startup_s > 0))
 
     def processing_s(self, rows: float, executors: int) -> float:
@@ -292,7 +296,8 @@ def list_schedule(service: np.ndarray, slots: int, later: tuple[float, ...] = ()
 def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[float, int]],
                   warm_left: dict[int, int], warm_until: dict[int, float],
                   factor: float, crowded: tuple[tuple[float, float, int], ...] = (),
-                  contention: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  contention: float = 1.0, factors: Optional[dict[int, float]] = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`list_schedule` with each slot's executor known and a new executor's warm-up: (launch,
     finish, executor) per task, seconds from submission. ``slot_execs``: the executor of each slot free
     at submission (oldest executors first); ``joins``: (time, executor) of slots joining while the stage
@@ -301,6 +306,8 @@ def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[
     launch is before ``warm_until[e]``; on an executor with no window in ``crowded`` (one not added
     during the run), ``contention`` × its service when launched within a window (start, end, executor)
     of ``crowded`` (an added executor's start-up), as ``aggregators.cluster_profile`` measures it.
+    ``factors``: executor → its own warm-up factor instead of ``factor`` (a warmed executor's,
+    ``SimParams.prewarm_factor``).
     Ties go to the slot listed first (a slot free at submission
     before a joining one), so a stage rescheduled when executors join keeps the launches made before
     the join. With no warm-up left anywhere it gives exactly :func:`list_schedule`'s times."""
@@ -314,7 +321,7 @@ def warm_schedule(service: np.ndarray, slot_execs: list[int], joins: list[tuple[
     for i, d in enumerate(service.tolist()):
         t, seq, e = free[0]
         if left.get(e, 0) > 0 or t < warm_until.get(e, -math.inf):
-            d *= factor
+            d *= factors.get(e, factor) if factors else factor
             left[e] = max(0, left.get(e, 0) - 1)
         elif contention != 1.0 and e not in new and any(a <= t < b for a, b, _ in crowded):
             d *= contention

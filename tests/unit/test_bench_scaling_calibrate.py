@@ -7,6 +7,7 @@ runs loaded it (load average 15–30). The control plane's ``/cluster`` endpoint
 warm-up and driver overhead of the kingman run come from it (``sources`` = control-plane), the static
 run's provisioning and warm-up from the bench (no scale-up there)."""
 import json
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -562,3 +563,26 @@ def test_a_spike_met_with_and_without_the_spare_calibrates_within_5_points(name)
     assert abs(k["gap_points"]) <= 5.0, k
     assert 0.85 <= k["exec_seconds_ratio"] <= 1.15, k
     assert out["params"]["warmup_factor"] == pytest.approx(w["work_factor"])
+
+
+def test_a_run_that_warmed_its_executors_calibrates_the_warm_up_job_and_the_cold_executor():
+    """Run 91 (2026-11-28, Kingman without the spare on the spike, executors warmed by ``attach``; its profile
+    measured again from its ``plane.db`` for the ``cold_*`` fields): the simulator runs the warm-up job for the
+    median of the run's ``warm_job_s``, slows the executor that took a waiting task by that executor's work
+    factor and the warmed ones' first task by theirs; the gap stays within 5 points. Without ``warm_executors`` the same report
+    calibrates as before the warm-up: no job, every new executor slowed by the median work factor."""
+    report = load_report(Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-28-0204-reprofiled.json")
+    (run,) = report["results"]
+    w = run["cluster"]["warmup"]
+    assert report["warm_executors"] and w["cold_samples"] == 1 and w["cold_work_factor"] > w["work_factor"]
+    out = run_calibration(report, seed=0, seeds=5)
+    assert out["params"]["prewarm_s"] == pytest.approx(statistics.median(run["warm_job_s"]))
+    assert out["params"]["warmup_factor"] == pytest.approx(w["cold_work_factor"])
+    assert out["params"]["warmup_tasks"] == w["cold_tasks"] == 1
+    assert out["params"]["prewarm_factor"] == pytest.approx(w["idle_work_factor"]) and w["idle_work_factor"] > 1
+    assert f"warm-up job {out['params']['prewarm_s']:.1f} s" in format_calibration(out)
+    (k,) = out["results"]
+    assert abs(k["gap_points"]) <= 5.0, k
+    before = dict(report, warm_executors=False)
+    p, _ = sim_params(before, cluster_params(before))
+    assert p.prewarm_s == 0.0 and p.prewarm_factor == 1.0 and p.warmup_factor == pytest.approx(w["work_factor"])

@@ -38,7 +38,7 @@ def _task(job_id, tpl, rv, batch, tid, executor, launch, run_ms, records=100):
                 speculative=False)
 
 
-def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None, crowded=1000):
+def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None, crowded=1000, added_ms=T0 + 52_000):
     """One run: executor 1 from the start takes 2 tasks of 1 s (100 records) per batch; a scale-out
     decision at T0 + 40 s; executor 2 registers at T0 + 52 s and takes one of the two tasks from batch
     ``joins_at`` (triggered T0 + 57 s) on; its first 3 tasks take 3 s. Every batch lasts its tasks'
@@ -78,7 +78,7 @@ def build(conn, executor_events=True, n_batches=40, joins_at=14, stray=None, cro
                                           created_ms=T0 + 150_000))
     if executor_events:
         cluster_profile.record_executor_events(conn, job_id, APP, [{"executor_id": "1", "added_ms": T0 - 5000},
-                                                                  {"executor_id": "2", "added_ms": T0 + 52_000}])
+                                                                  {"executor_id": "2", "added_ms": added_ms}])
         cluster_profile.record_executor_events(conn, job_id, APP, [{"executor_id": "2", "cores": 1}])
     return job_id
 
@@ -100,10 +100,24 @@ def test_provisioning_warmup_and_driver_overhead_from_sql(store):
     assert p.warmup["work_factor"] == pytest.approx(3.0)
     # its start-up window: first launch → the end of its slow tasks; executor 1 ran at its steady speed then
     assert p.warmup["startup_s"] == pytest.approx(11.0) and p.warmup["contention_factor"] == pytest.approx(1.0)
+    # it registered 5.5 s before its first task: idle, not one that took a waiting task at once
+    assert p.warmup["cold_samples"] == 0 and p.warmup["cold_work_factor"] is None and p.warmup["cold_tasks"] is None
+    assert p.warmup["idle_work_factor"] == pytest.approx(3.0)
     # every batch: duration = task span + 1.5 s
     assert p.driver_overhead["samples"] == 40
     assert p.driver_overhead["mean_s"] == pytest.approx(1.5) and p.driver_overhead["p90_s"] == pytest.approx(1.5)
     assert p.prediction_error == {"samples": 0, "mean_abs_rel": None, "last": None}
+
+
+def test_an_executor_whose_first_task_launched_as_it_registered_is_a_cold_one(store):
+    """Executor 2 registered 0.8 s before its first launch (T0 + 57.5 s): it took a waiting task, so its
+    work factor and slow tasks are also the cold executors' (``collectors.executor_warmup`` warms only the
+    idle ones)."""
+    with store.begin() as conn:
+        p = cluster_profile.measure(conn, "cp", build(conn, added_ms=T0 + 56_700))
+    assert p.warmup["cold_samples"] == 1 and p.warmup["cold_work_factor"] == pytest.approx(3.0)
+    assert p.warmup["cold_tasks"] == 3 and p.warmup["work_factor"] == pytest.approx(3.0)
+    assert p.warmup["idle_work_factor"] is None
 
 
 def test_a_stray_slow_task_later_does_not_extend_the_warm_up(store):

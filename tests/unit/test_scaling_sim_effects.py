@@ -221,6 +221,11 @@ def test_a_warm_up_job_warms_an_executor_that_registers_with_no_task_waiting():
     assert out[0.5][0][12.0] == pytest.approx(1.0) and all(svc == pytest.approx(1.0) for svc in out[0.5][1])
     assert out[2.0][0][12.0] == pytest.approx(2.0) and out[2.0][0][16.0] == pytest.approx(1.0)
     assert all(svc == pytest.approx(1.0) for svc in out[2.0][1])
+    # a warmed executor whose first task still runs ×1.5 (``prewarm_factor``): 1.5 s, then 1 s
+    sim = Recording(rate, 30.0, step_ctrl(2, 10.0), SimParams(**QUIET, up_delay_s=1.0, warmup_factor=3.0,
+                                                             warmup_tasks=2, prewarm_s=0.5, prewarm_factor=1.5))
+    assert {b.start_s: b.processing_s for b in sim.run().batches}[12.0] == pytest.approx(1.5)
+    assert [svc for s, _, e, svc in sim.tasks if e == 1][:3] == [pytest.approx(x) for x in (1.5, 1.0, 1.0)]
 
 
 def test_an_executor_that_registers_while_tasks_wait_takes_one_cold_warm_up_job_or_not():
