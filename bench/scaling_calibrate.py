@@ -177,7 +177,7 @@ def load_report(path: str | Path) -> dict:
 
 #: a warm-up job's seconds on a cold executor when a run with warm-up (``warm_executors``) did not record them:
 #: the time a cold executor's first mapInPandas task took beyond a warm one's (3.8 s − 1.1 s on the 2-core
-#: standalone cluster, tests/integration/warmup_job.py, 2026-11-28)
+#: standalone cluster, ``bench warmup``, 2026-11-28; its warm-up jobs took 3.5 s)
 PREWARM_S = 2.7
 
 

@@ -103,7 +103,7 @@ class SimParams:
     # ``prewarm_s`` seconds (its slot is busy) and then starts warm (no ``warmup_factor``); one that
     # registers while tasks wait takes one at once, cold, as before. 0: no warm-up job (the model until
     # 2026-11-28). On the standalone cluster a cold executor's first mapInPandas task held its slot 3.8 s
-    # against 1.1 s on a warm one, and 1.3 s after a warm-up (tests/integration/warmup_job.py).
+    # against 1.1 s on a warm one, and 1.3 s after a warm-up (``bench warmup``).
     prewarm_s: float = 0.0
     # How much slower a warmed executor's first task still runs (its streaming query's own classes and
     # code are loaded then: ×1.4 in runs 91 and 92, the profile's ``idle_work_factor``). 1: none.

@@ -25,8 +25,8 @@ between RDD and SQL Python code), the worker imports pandas/pyarrow and the modu
 - Its jobs carry no streaming query id, so the reporters do not count them in any statistic
   (``collectors.events`` tracks only jobs of streaming queries).
 - The warm-up runs on executors that would otherwise sit idle until the next batch. On the standalone
-  cluster an executor's first task after it held its slot 1.3 s against 3.8 s cold and 1.1 s on a warm
-  executor (tests/integration/warmup_job.py, 2026-11-28).
+  cluster an executor's first task after it held its slot 1.30 s against 3.75 s cold and 1.12 s on a
+  warm executor (``spark-governor bench warmup --reps 2``, 2026-11-28).
 - A task waits ``spark.locality.wait`` (3 s by default) for its executor before Spark runs it anywhere
   on the host: then it warms another executor, which costs a few milliseconds.
 

@@ -489,6 +489,25 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)
 
 
+@bench.command("warmup")
+@click.option("--reps", default=2, show_default=True, type=click.IntRange(1, 20),
+              help="Runs with the executor warm-up and as many without, alternately.")
+@click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Cluster logs (default: a temp dir).")
+@click.option("--out", default="bench-results/warmup.json", show_default=True, type=click.Path(dir_okay=False))
+def bench_warmup(reps: int, workdir, out: str) -> None:
+    """An added executor's first mapInPandas task with and without attach()'s warm-up, on a real Spark
+    standalone cluster on 127.0.0.1 (needs Java; about a minute per run), against the executor warm from the
+    start in the same run."""
+    from spark_governor.bench.warmup import format_warmup, run_warmup_bench
+
+    started = time.perf_counter()
+    report = run_warmup_bench(reps=reps, workdir=Path(workdir) if workdir else None,
+                              log=lambda m: click.echo(m, err=True))
+    write_json(report, out, indent=2)
+    click.echo(format_warmup(report))
+    click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)
+
+
 @bench.command("load")
 @click.option("--jobs", default=200, show_default=True, type=click.IntRange(1, 5000), help="Simulated jobs (1 report/s each).")
 @click.option("--seconds", default=30, show_default=True, type=click.IntRange(1, 3600), help="Measured seconds.")

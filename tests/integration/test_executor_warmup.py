@@ -3,34 +3,32 @@
 A driver with one warm executor asks for two more while no job runs. ``attach`` runs, for each executor as it
 registers, a ``mapInPandas`` task preferring it: the test checks from Spark's own status store that each ran on
 the executor it was for, and that the job's next Python task on each added executor then ran (with the warm-up
-off, the same job runs: tests/integration/warmup_job.py ``--no-warm``; the time it saves is a benchmark's
-figure, ``bench scaling-real --warm/--no-warm``, not a test's).
+off, the same job runs: bench/warmup_job.py ``--no-warm``; the time it saves is a benchmark's figure,
+``bench warmup``, not a test's).
 """
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from spark_governor.bench.warmup import first_tasks, format_warmup, run_job
+
 pytestmark = pytest.mark.spark
-JOB = Path(__file__).parent / "warmup_job.py"
-
-
-def run_job(cluster, *args: str) -> dict:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    # the control plane is not needed here: the reporter drops its reports (counted) and the job goes on
-    proc = subprocess.run([sys.executable, str(JOB), cluster.url, "http://127.0.0.1:9", *args], env=env,
-                          capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1])
 
 
 def test_each_added_executor_is_warmed_by_a_task_that_ran_on_it(standalone_cluster):
-    out = run_job(standalone_cluster)
+    # the control plane is not needed here: the reporter drops its reports (counted) and the job goes on
+    out = run_job(standalone_cluster.url, warm=True)
     assert len(out["first"]) == 1 and len(out["added"]) == 2, out
     assert out["ran_on"] == {e: e for e in out["added"]}, out
     probe = {t["executor"] for t in out["probe"]}
     assert set(out["added"]) <= probe and all(t["slot_ms"] > 0 for t in out["probe"]), out
+    assert len(out["job_s"]) == 2 and all(s > 0 for s in out["job_s"]), out
+    firsts = first_tasks(out)
+    assert len(firsts["added_s"]) == 2 and firsts["warm_s"] > 0
+
+
+def test_the_benchmark_table_says_what_was_not_measured():
+    """``bench warmup``'s table with a variant that has no sample (e.g. every run failed to place a task)."""
+    none = {"first_task_s": None, "warm_executor_s": None, "ratio_vs_warm_executor": None, "samples": 0}
+    text = format_warmup({"summary": {"warm": none, "cold": {**none, "first_task_s": 3.8, "warm_executor_s": 1.1,
+                                                            "ratio_vs_warm_executor": 3.45, "samples": 2},
+                                      "warm_job_s": None, "saved_s": None}})
+    assert "not measured" in text and "3.45" in text and text.splitlines()[2].startswith("warm ")

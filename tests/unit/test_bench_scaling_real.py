@@ -131,3 +131,8 @@ def test_the_evaluations_are_moved_onto_the_trigger_boundaries(tmp_path):
         assert plane.scheduler.get_job("policies").next_run_time.timestamp() % 40.0 == pytest.approx(0.0, abs=1e-3)
     finally:
         plane.stop()
+
+
+def test_bench_warmup_refuses_a_bad_repetition_count_before_starting_a_cluster():
+    res = CliRunner().invoke(main, ["bench", "warmup", "--reps", "0"])
+    assert res.exit_code == 2 and "--reps" in res.output

@@ -1,10 +1,10 @@
-"""A driver for the executor warm-up test (tests/integration/test_executor_warmup.py), run as its own process
-against a standalone cluster: one warm executor, then two more requested while no job runs; ``attach`` warms
-them (collectors.executor_warmup) unless ``--no-warm``. Then one ``mapInPandas`` job with a task per executor.
-Prints one JSON line: where each warm-up task ran, and each probe task's executor, slot time (launch →
-finish, ms) and deserialisation time (ms).
+"""Driver of ``bench warmup`` and of tests/integration/test_executor_warmup.py, run as its own process against a
+standalone cluster: one warm executor, then two more requested while no job runs; ``attach`` warms them
+(``collectors.executor_warmup``) unless ``--no-warm``. Then one ``mapInPandas`` job with a task per executor
+(20 000 rows, 1 s of sleep each). Prints one JSON line: where each warm-up task ran, each warm-up job's
+seconds, and each probe task's executor, slot time (launch → finish, ms) and deserialisation time (ms).
 
-Usage: warmup_job.py MASTER ENDPOINT [--no-warm]
+Usage: python -m spark_governor.bench.warmup_job MASTER ENDPOINT [--no-warm]
 """
 import json
 import sys
@@ -78,7 +78,8 @@ def main() -> None:
         tasks.append({"executor": t.executorId(), "slot_ms": int(t.duration().get()),
                       "deserialize_ms": int(m.executorDeserializeTime())})
     print(json.dumps({"warm": warm, "first": sorted(first), "added": added,
-                      "ran_on": dict(handle.warmer.ran_on) if handle.warmer else None, "probe": tasks}), flush=True)
+                      "ran_on": dict(handle.warmer.ran_on) if handle.warmer else None,
+                      "job_s": list(handle.warmer.job_s) if handle.warmer else None, "probe": tasks}), flush=True)
     handle.detach(2)
     spark.stop()
 
