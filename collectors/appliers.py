@@ -8,6 +8,18 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
+def active_tasks(sc) -> dict[str, int]:
+    """Tasks each executor runs now, from Spark's status store (``executorList(activeOnly=True)``);
+    the driver is left out."""
+    summaries = sc._jsc.sc().statusStore().executorList(True)
+    running = {}
+    for i in range(summaries.size()):
+        s = summaries.apply(i)
+        if s.id() != "driver":
+            running[s.id()] = int(s.activeTasks())
+    return running
+
+
 class ExecutorApplier:
     """Sets the number of executors with the SparkContext developer API over py4j.
 
@@ -40,12 +52,7 @@ class ExecutorApplier:
 
     def idle_executor_ids(self) -> list[str]:
         """Executors with no running task, oldest (smallest numeric id) first."""
-        summaries = self.jsc.statusStore().executorList(True)
-        idle = []
-        for i in range(summaries.size()):
-            s = summaries.apply(i)
-            if s.id() != "driver" and s.activeTasks() == 0:
-                idle.append(s.id())
+        idle = [e for e, tasks in active_tasks(self.sc).items() if tasks == 0]
         return sorted(idle, key=lambda x: (len(x), x))
 
     def _request_total(self, n: int) -> bool:

@@ -333,6 +333,7 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     sc = spark.sparkContext
     conf = sc.getConf()
     secret = reporter_token(token, conf.get)  # before anything is registered: a bad setting fails cleanly
+    warmer = ExecutorWarmer(spark, warm_modules) if warm_modules else None
     gateway = sc._gateway
     ensure_callback_server_started(gateway)
     task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
@@ -346,7 +347,6 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
         return {"slots": live_slots(sc._jsc.sc().defaultParallelism(), n, executor_cores, task_cpus, sc.master),
                 "executors": n}
 
-    warmer = ExecutorWarmer(spark, warm_modules) if warm_modules else None
     reporter = Reporter(job, endpoint, decode_events=JvmEventDecoder(gateway, sc._jsc.sc().conf()),
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,

@@ -39,6 +39,8 @@ import threading
 import time
 from typing import Any, Iterable, Optional, Sequence
 
+from spark_governor.collectors.appliers import active_tasks
+
 log = logging.getLogger("spark_governor.executor_warmup")
 
 #: the modules a PySpark job's Python workers load for pandas/Arrow UDFs (``mapInPandas``, ``pandas_udf``)
@@ -79,6 +81,8 @@ class ExecutorWarmer:
     event-log JSON, as the reporter decodes it) and returns at once."""
 
     def __init__(self, spark, modules: Sequence[str] = DEFAULT_MODULES) -> None:
+        if isinstance(modules, (str, bytes)) or not all(isinstance(m, str) for m in modules):
+            raise TypeError(f"warm_modules must be a sequence of module names, e.g. ('pandas',), not {modules!r}")
         self.spark, self.sc = spark, spark.sparkContext
         self.modules = tuple(modules)
         self._lock = threading.Lock()
@@ -131,12 +135,7 @@ class ExecutorWarmer:
 
     def running_tasks(self, executor_id: str) -> int:
         """Tasks the executor runs now (Spark's status store; 0 for an executor it does not list)."""
-        summaries = self.sc._jsc.sc().statusStore().executorList(True)
-        for i in range(summaries.size()):
-            s = summaries.apply(i)
-            if s.id() == executor_id:
-                return int(s.activeTasks())
-        return 0
+        return active_tasks(self.sc).get(executor_id, 0)
 
     def warm(self, executors: dict[str, str], group: str = JOB_GROUP) -> list[str]:
         """Run one warm-up job in job group ``group``: a task per executor (id -> host) preferring it; returns

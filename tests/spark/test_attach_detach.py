@@ -48,6 +48,17 @@ def test_detach_leaves_no_listener_of_ours(spark, control_plane):
     handle.detach(2.0)  # idempotent
 
 
+@pytest.mark.parametrize("bad", ["pandas", ("pandas", 3)])
+def test_a_bad_warm_modules_is_refused_before_anything_is_attached(spark, bad):
+    from spark_governor.collectors import attach
+
+    spark.range(10).count()
+    before_proxies, before_queries = py4j_proxies(spark), query_listeners(spark)
+    with pytest.raises(TypeError, match="warm_modules"):
+        attach(spark, job="bad-warm", endpoint="http://127.0.0.1:9", warm_modules=bad)
+    assert py4j_proxies(spark) == before_proxies and query_listeners(spark) == before_queries
+
+
 EXIT_SCRIPT = textwrap.dedent("""
     import sys, time
     from spark_governor.collectors import attach
