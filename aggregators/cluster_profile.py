@@ -34,7 +34,10 @@ policy evaluation (``api.governor``):
   1.13 where the batches say that task ran about 2.3× (run 83 on the standalone cluster, 2026-11-27),
   and a cheap task (a stateful stage's, reading few records) that is slow weighs as much as a long
   scan: runs 68, 69 and 72 read ×4.3–5.5 where their first batches on the new executors ran at most
-  ×1.9 the batch model. ``work_factor`` weighs each task by its time.
+  ×1.9 the batch model. ``work_factor`` weighs each task by its time, and runs at least through the
+  executor's first task of the heaviest template (the most slot time): an executor whose first task
+  was a cheap stateful one spent its start-up seconds there (run 69: 4.8 s for a task a steady
+  executor runs in 0.1 s, ×39 alone; its next, a scan, ×1.6), and the simulator models the scan.
   ``startup_s`` = median over new executors of their start-up window: first launch → the end of their
   slow tasks (of their first task when none was slow). ``contention_factor`` = the slot time of the
   tasks of the executors that are not new that ran during such a window over the slot time
@@ -46,7 +49,9 @@ policy evaluation (``api.governor``):
   and holding its slot ×2.5 as long (4.4 s run, 5.2 s in the slot, for 18 000 records a steady task
   holds 2.1 s).
   ``cold_samples`` / ``cold_work_factor`` / ``cold_tasks``: ``work_factor`` and ``tasks`` over the new
-  executors whose first task launched within ``COLD_LAUNCH_S`` of their registration: they took a task
+  executors whose first task launched within ``COLD_LAUNCH_S`` of their registration (``cold_tasks``
+  counts the heaviest template's slow tasks only: the cheap stateful tasks' ratios, a fraction of a
+  second for 64–128 records, stay over 1.5 for 8 tasks in run 72 where the scans were slow for 1): they took a task
   that was waiting and started cold whatever warm-up job ran for them (``collectors.executor_warmup``
   warms the others before they work: run 90 read ``work_factor`` ×1.43, the median of one cold executor at
   ×2.3 and two warmed ones). ``idle_work_factor``: ``work_factor`` over the others, registered more than
@@ -279,7 +284,8 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             ratio, actual = s / steady[r.template_id], _slot_s(r)
             # (ratio, launch, finish, slot time s, the slot time a steady task of its template would take s)
             runs.setdefault(r.executor_id, []).append((ratio, r.launch_ms, r.finish_ms, actual,
-                                                       _steady_s(r, model[r.template_id])))
+                                                       _steady_s(r, model[r.template_id]), r.template_id))
+    heavy = max(steady, key=lambda t: sum(_slot_s(r) for r in by_template[t]), default=None)
     factors, counts, durations, work = [], [], [], []
     cold_work, cold_counts, idle_work = [], [], []
     starting: dict[str, tuple[int, int]] = {}  # new executor → its start-up window (epoch ms)
@@ -292,12 +298,20 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
         counts.append(end)
         durations.append((seq[end - 1][2] - first_seen[e]) / 1000.0 if end else 0.0)
         slow = seq[:max(end, 1)]
+        # the work factor runs through the executor's first task of the heaviest template (the stage most of
+        # a batch's slot time is in, the one the simulator models): a cheap stateful task first, slow by the
+        # executor's start-up seconds, reads ×39 alone (run 69's idle executors; their scan tasks ×1.6 after)
+        first_heavy = next((k for k, x in enumerate(seq) if x[5] == heavy), 0)
+        worked = seq[:max(end, 1, first_heavy + 1)]
         cold = registered is not None and e in registered and first_seen[e] - registered[e] <= COLD_LAUNCH_S * 1000
-        if sum(x[4] for x in slow) > 0:
-            work.append(sum(x[3] for x in slow) / sum(x[4] for x in slow))
+        if sum(x[4] for x in worked) > 0:
+            work.append(sum(x[3] for x in worked) / sum(x[4] for x in worked))
             if cold:
                 cold_work.append(work[-1])
-                cold_counts.append(end)
+                heavy_ratios = [x[0] for x in seq if x[5] == heavy]
+                cold_counts.append(next((k for k in range(len(heavy_ratios)) if heavy_ratios[k] <= slow_ratio
+                                         and statistics.median(heavy_ratios[k:k + STEADY_RUN]) <= slow_ratio),
+                                        len(heavy_ratios)))
             elif registered is not None and e in registered:
                 idle_work.append(work[-1])
         starting[e] = (first_seen[e], max(x[2] for x in slow))

@@ -37,8 +37,9 @@ class ClusterProfileCollector:
                                    "Median service time of a new executor's first tasks over the steady one "
                                    "of the same stage", labels=["spark_job"])
         work = GaugeMetricFamily(f"{PREFIX}_executor_warmup_work_factor",
-                                 "Median time a new executor's slow first tasks held their slots over the time "
-                                 "steady tasks of the same stages hold theirs for the same records",
+                                 "Median time a new executor's slow first tasks (through its first task of the "
+                                 "heaviest stage) held their slots over the time steady tasks of the same stages "
+                                 "hold theirs for the same records",
                                  labels=["spark_job"])
         crowd = GaugeMetricFamily(f"{PREFIX}_executor_startup_contention_factor",
                                   "Time the working executors' tasks running while new executors start held their "

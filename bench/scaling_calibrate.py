@@ -29,7 +29,10 @@ on the same staircase, for every policy of that run, side by side with the real 
     :data:`PREWARM_S`; and the warm-up of the executors that took a waiting task as they registered
     (the profile's ``cold_work_factor`` / ``cold_tasks``), which no warm-up job reaches, instead of all
     new executors'; a warmed executor's first task by the others' (``idle_work_factor``, at least 1:
-    ``prewarm_factor``). Reports from before it (no ``warm_executors``): none;
+    ``prewarm_factor``). Reports from before it (no ``warm_executors``) whose profile has the ``cold_*``
+    fields: the same split with no warm-up job (``prewarm_s`` 0): a cold executor that took a waiting
+    task ×``cold_work_factor``, one that registered idle ×``idle_work_factor`` on its first task (runs
+    83–89 re-profiled: ×2.6–2.8 against ×2.1–2.3); profiles without them: all new executors alike;
   - the batch model, fitted on every run's ``batch_points`` together, with the driver overhead
     the control plane measured (batch − span of its tasks, ``driver_overhead_s``) held fixed
     (:func:`fit_split`: duration = driver overhead + waves × (task overhead + per-slot overhead ×
@@ -227,9 +230,10 @@ def cluster_params(report: dict) -> dict:
     t = _weighted(tasks)
     # the factor that slows the simulated executors, and the one the simulated plane reports (module docstring)
     plane_factor, work_factor = _weighted(factor), _weighted(work)
-    if report.get("warm_executors") and _weighted(cold) is not None:
-        # the run warmed its idle new executors: the simulator warms those itself (prewarm_s), and slows the
-        # ones that took a waiting task by what those measured
+    split = _weighted(cold) is not None
+    if split:
+        # new executors that took a waiting task at once (cold) are slowed by what those measured; the others,
+        # which registered idle, by theirs (prewarm_factor), after the warm-up job when the run warmed them
         work_factor, t = _weighted(cold), _weighted(cold_tasks)
     use_fit = fit["row_cost_s"] is not None
     return {"up_delay_s": float(np.median(delays)) if delays else _weighted(prov),
@@ -239,15 +243,17 @@ def cluster_params(report: dict) -> dict:
             "task_overhead_per_slot_s": fit.get("task_overhead_per_slot_s") if use_fit else None,
             "warmup_factor": work_factor if work_factor is not None else plane_factor,
             "reported_warmup_factor": plane_factor if work_factor is not None else None,
-            "warmup_tasks": math.ceil(t / stages - 1e-9) if t is not None else None,
+            # cold_tasks counts the heaviest stage's tasks already; tasks counts every stage's
+            "warmup_tasks": (math.ceil(t - 1e-9) if split else math.ceil(t / stages - 1e-9)) if t is not None else None,
             "warmup_s": _weighted(secs), "stages_per_batch": stages,
             "startup_contention": _weighted(crowd), "startup_s": _weighted(startup),
             "row_cost_s": fit["row_cost_s"] if use_fit else float(np.mean(cost)) if cost else None,
             "noise_sigma": fit["noise_sigma"] if use_fit else None,
             "task_noise_sigma": 0.0 if use_fit else None,
             "release_delay_s": float(np.median(releases)) if releases else None,
-            "prewarm_s": (float(np.median(prewarm)) if prewarm else PREWARM_S) if report.get("warm_executors") else None,
-            "prewarm_factor": _weighted(idle) if report.get("warm_executors") else None,
+            "prewarm_s": (float(np.median(prewarm)) if prewarm else PREWARM_S) if report.get("warm_executors")
+            else 0.0 if split else None,
+            "prewarm_factor": _weighted(idle) if split or report.get("warm_executors") else None,
             "fit": fit}
 
 
@@ -595,7 +601,8 @@ def format_calibration(out: dict) -> str:
                   + (f"; reported ×{p['reported_warmup_factor']:.2f}" if p.get('reported_warmup_factor') else "")
                   + "), "
                   + (f"warm-up job {p['prewarm_s']:.1f} s (then a new executor's first task ×{p.get('prewarm_factor', 1.0):.2f}), "
-                     if p.get('prewarm_s') else "")
+                     if p.get('prewarm_s') else f"an idle new executor's first task ×{p['prewarm_factor']:.2f}, "
+                     if p.get('prewarm_factor', 1.0) != 1.0 else "")
                   + (f"start-up contention ×{p['startup_contention']:.2f} for {p['startup_s']:.1f} s, "
                      if p.get('startup_contention', 1.0) != 1.0 and p.get('startup_s') else "")
                   + f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "

@@ -328,12 +328,13 @@ class Simulation:
                              for a, c in self.s.requests if a <= t and c]
         self.s.registered += joined
         # SimParams.prewarm_s: the executors that find no task waiting (Spark offers a registering executor
-        # the running stage's pending tasks first) run a warm-up job instead, and start warm after it
+        # the running stage's pending tasks first) run a warm-up job instead, and start warm after it; with
+        # no warm-up job (prewarm_s 0) but a prewarm_factor, they run their first task ×prewarm_factor
         r, cores = self.s.running, self.p.cores_per_executor
         pending = (int(np.count_nonzero(r.tasks.launch_ms > t)) if r is not None and t < r.end and r.tasks is not None
                    else 0)
         for i in range(joined):
-            warmed = self.p.prewarm_s > 0 and i * cores >= pending
+            warmed = (self.p.prewarm_s > 0 or self.p.prewarm_factor != 1.0) and i * cores >= pending
             left = (1 if self.p.prewarm_factor != 1.0 else 0) if warmed else self.p.warmup_tasks
             self.s.execs.append([self.s.next_exec, t, left,
                                  t + round(1000 * self.p.prewarm_s) if warmed else t, warmed])

@@ -570,7 +570,8 @@ def test_a_run_that_warmed_its_executors_calibrates_the_warm_up_job_and_the_cold
     measured again from its ``plane.db`` for the ``cold_*`` fields): the simulator runs the warm-up job for the
     median of the run's ``warm_job_s``, slows the executor that took a waiting task by that executor's work
     factor and the warmed ones' first task by theirs; the gap stays within 5 points. Without ``warm_executors`` the same report
-    calibrates as before the warm-up: no job, every new executor slowed by the median work factor."""
+    calibrates with no warm-up job but the same split of cold and idle new executors; without the ``cold_*`` fields
+    (profiles measured before them) every new executor is slowed by the median work factor."""
     report = load_report(Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-28-0204-reprofiled.json")
     (run,) = report["results"]
     w = run["cluster"]["warmup"]
@@ -583,6 +584,13 @@ def test_a_run_that_warmed_its_executors_calibrates_the_warm_up_job_and_the_cold
     assert f"warm-up job {out['params']['prewarm_s']:.1f} s" in format_calibration(out)
     (k,) = out["results"]
     assert abs(k["gap_points"]) <= 5.0, k
-    before = dict(report, warm_executors=False)
+    unwarmed = dict(report, warm_executors=False)
+    p, _ = sim_params(unwarmed, cluster_params(unwarmed))
+    assert p.prewarm_s == 0.0 and p.prewarm_factor == pytest.approx(w["idle_work_factor"])
+    assert p.warmup_factor == pytest.approx(w["cold_work_factor"])
+    assert f"an idle new executor's first task ×{w['idle_work_factor']:.2f}" in format_calibration(
+        run_calibration(unwarmed, seed=0, seeds=1))
+    plain = {k: v for k, v in w.items() if not k.startswith(("cold_", "idle_"))}
+    before = dict(unwarmed, results=[dict(run, cluster=dict(run["cluster"], warmup=plain))])
     p, _ = sim_params(before, cluster_params(before))
     assert p.prewarm_s == 0.0 and p.prewarm_factor == 1.0 and p.warmup_factor == pytest.approx(w["work_factor"])

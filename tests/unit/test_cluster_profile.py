@@ -289,3 +289,28 @@ def test_work_factor_weighs_the_slow_tasks_by_their_time():
     assert w["samples"] == 1 and w["tasks"] == 2
     assert w["work_factor"] == pytest.approx(5.0 / 2.1)
     assert w["factor"] == pytest.approx((2 + 10 + 8 * 1) / 10)  # the first 10 tasks' mean ratio
+
+
+def test_work_factor_runs_through_the_first_task_of_the_heaviest_template():
+    """A new executor registered idle whose first task is a cheap stateful one (0.1 s steady for 10 records)
+    that took 4 s (its Python worker and classes start then), and whose next, a scan (2 s steady), took
+    2.6 s, then steady: the stateful task alone reads ×40; through the scan the executor took
+    (4 + 2.6) / (0.1 + 2) = 3.14× the steady time."""
+    from types import SimpleNamespace as T
+
+    def task(ex, tpl, run_ms, records, launch):
+        return T(successful=True, template_id=tpl, executor_id=ex, launch_ms=launch, finish_ms=launch + run_ms,
+                 run_time_ms=run_ms, input_records=records if tpl == 1 else 0,
+                 shuffle_read_records=records if tpl == 2 else 0)
+    rows, t = [], 0
+    for b in range(12):
+        rows += [task("1", 1, 2000, 1000, t), task("1", 2, 100, 10, t + 2000)]
+        t += 3000
+    rows += [task("2", 2, 4000, 10, t), task("2", 1, 2600, 1000, t + 4000)]
+    t += 7000
+    for b in range(12):
+        rows += [task("2", 1, 2000, 1000, t), task("2", 2, 100, 10, t + 2000)]
+        t += 3000
+    w = cluster_profile.warmup(rows, run_start_ms=0, registered={"2": rows[24].launch_ms - 5000})
+    assert w["samples"] == 1 and w["tasks"] == 1  # only the stateful task was slow by the ratio
+    assert w["work_factor"] == pytest.approx(6.6 / 2.1) and w["idle_work_factor"] == pytest.approx(6.6 / 2.1)

@@ -226,6 +226,12 @@ def test_a_warm_up_job_warms_an_executor_that_registers_with_no_task_waiting():
                                                              warmup_tasks=2, prewarm_s=0.5, prewarm_factor=1.5))
     assert {b.start_s: b.processing_s for b in sim.run().batches}[12.0] == pytest.approx(1.5)
     assert [svc for s, _, e, svc in sim.tasks if e == 1][:3] == [pytest.approx(x) for x in (1.5, 1.0, 1.0)]
+    # no warm-up job but a prewarm_factor (a run without the warm-up whose idle new executors were slowed
+    # less than the one that took a waiting task): its slot is free at once, its first task ×1.5
+    sim = Recording(rate, 30.0, step_ctrl(2, 10.0), SimParams(**QUIET, up_delay_s=1.0, warmup_factor=3.0,
+                                                             warmup_tasks=2, prewarm_s=0.0, prewarm_factor=1.5))
+    assert {b.start_s: b.processing_s for b in sim.run().batches}[12.0] == pytest.approx(1.5)
+    assert [svc for s, _, e, svc in sim.tasks if e == 1][:3] == [pytest.approx(x) for x in (1.5, 1.0, 1.0)]
 
 
 def test_an_executor_that_registers_while_tasks_wait_takes_one_cold_warm_up_job_or_not():
@@ -234,11 +240,12 @@ def test_an_executor_that_registers_while_tasks_wait_takes_one_cold_warm_up_job_
     base = {**QUIET, "partitions": 8, "row_cost_s": 0.004, "eval_interval_s": 2.0, "up_delay_s": 0.5,
             "warmup_factor": 2.0, "warmup_s": 4.0}
     ends = {}
-    for prewarm in (0.0, 1.0):
-        sim = Recording(rate, 12.0, step_ctrl(2, 6.0), SimParams(**base, prewarm_s=prewarm))
-        ends[prewarm] = (sim.run().batches[0].end_s, sorted((part, svc) for s, part, e, svc in sim.tasks
-                                                            if s == 4.0 and e == 1))
-    assert ends[1.0] == ends[0.0] == (pytest.approx(10.5), [(3, pytest.approx(2.0)), (6, pytest.approx(2.0))])
+    for prewarm, factor in ((0.0, 1.0), (1.0, 1.0), (0.0, 1.5)):
+        sim = Recording(rate, 12.0, step_ctrl(2, 6.0), SimParams(**base, prewarm_s=prewarm, prewarm_factor=factor))
+        ends[prewarm, factor] = (sim.run().batches[0].end_s, sorted((part, svc) for s, part, e, svc in sim.tasks
+                                                                    if s == 4.0 and e == 1))
+    assert ends[1.0, 1.0] == ends[0.0, 1.0] == ends[0.0, 1.5] == \
+        (pytest.approx(10.5), [(3, pytest.approx(2.0)), (6, pytest.approx(2.0))])
 
 
 def test_live_view_reports_the_running_batch_and_the_backlog():
