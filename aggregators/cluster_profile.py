@@ -59,7 +59,7 @@ policy evaluation (``api.governor``):
   classes and code are still loaded then).
   Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
   real run slows a new executor's first task by ``work_factor`` (``bench.scaling_calibrate``; by the
-  ``cold_*`` figures when the run warmed its executors).
+  ``cold_*`` and ``idle_work_factor`` figures where the profile has both kinds).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
   span of its tasks (first launch → last finish; tasks joined on query id and batch id). Planning,
   offset and commit log writes, the sink's commit and scheduling gaps are all in it. Batches without

@@ -594,3 +594,29 @@ def test_a_run_that_warmed_its_executors_calibrates_the_warm_up_job_and_the_cold
     before = dict(unwarmed, results=[dict(run, cluster=dict(run["cluster"], warmup=plain))])
     p, _ = sim_params(before, cluster_params(before))
     assert p.prewarm_s == 0.0 and p.prewarm_factor == 1.0 and p.warmup_factor == pytest.approx(w["work_factor"])
+
+
+def test_a_report_of_several_policies_takes_each_runs_own_warm_up_where_the_profile_splits():
+    """Run 97 (2026-11-28 04:45, the spike, every policy at its defaults with the warm-up; profiles measured
+    again from its ``plane.db``): utilization-target's one cold executor read ×4.1 (two warm-up jobs beside
+    it), threshold's new executors none. Pooled, that ×4.1 slowed the simulated threshold's cold executors
+    and its gap was −9.6 points; each run with its own warm-up, every policy is within 7 points, and the
+    runs without new executors (static) or alone in their report are simulated with the pooled figures."""
+    from spark_governor.bench.scaling_calibrate import run_warmup
+
+    report = load_report(Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-28-0445-reprofiled.json")
+    by = {r["policy"]: r for r in report["results"]}
+    assert by["utilization-target"]["cluster"]["warmup"]["cold_samples"] == 1
+    assert by["threshold"]["cluster"]["warmup"]["cold_samples"] == 0
+    cluster = cluster_params(report)
+    assert cluster["split"] and cluster["warmup_factor"] == pytest.approx(
+        by["utilization-target"]["cluster"]["warmup"]["cold_work_factor"])
+    own = run_warmup(report, by["threshold"], cluster)
+    assert own["warmup_factor"] == pytest.approx(by["threshold"]["cluster"]["warmup"]["work_factor"])
+    assert own["up_delay_s"] == cluster["up_delay_s"]  # only the warm-up is the run's own
+    assert run_warmup(report, by["static-4"], cluster) is cluster
+    assert run_warmup(dict(report, results=[by["threshold"]]), by["threshold"], cluster) is cluster
+    out = run_calibration(report, seed=0, seeds=5)
+    gaps = {r["policy"]: r["gap_points"] for r in out["results"]}
+    assert all(abs(g) <= 7.0 for g in gaps.values()), gaps
+    assert gaps["kingman"] == pytest.approx(0.0) and gaps["static-4"] == pytest.approx(0.0)
