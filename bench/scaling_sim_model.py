@@ -77,7 +77,7 @@ class SimParams:
     # (slots at the batch's start). Contention: the fixed work of a task (deserialisation, the Python
     # worker, the state store) is CPU work, and the executors share the machine's cores, while the
     # per-row cost of the bench's job is not (it sleeps). Measured on the 2-core machine (issue 14,
-    # ``bench.scaling_calibrate.fit_split``): quiet, 0.07 s + 0.12 s per slot (0.19 s a task on 1
+    # ``bench.calibration_cluster.fit_split``): quiet, 0.07 s + 0.12 s per slot (0.19 s a task on 1
     # executor, 0.54 s on 4); loaded (load average 5–8), 0.63 s + 0.18 s per slot. 0: a task's
     # fixed time does not depend on the slots (today's model).
     task_overhead_per_slot_s: float = 0.0

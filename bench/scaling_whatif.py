@@ -14,7 +14,7 @@ share of constraint spans whose true mean latency is within the bound) and execu
 of the static run's. It is how the ``spare_executors`` and ``spare_when`` defaults were chosen
 (docs/policies/kingman.md, "A spare executor only when it pays"; docs/benchmarks.md, "Spare
 capacity"); the figures that count are the real cluster's (``bench scaling-real``). The cluster
-parameters are pooled over the *real* run's policies once (``bench.scaling_calibrate.cluster_params``),
+parameters are pooled over the *real* run's policies once (``bench.calibration_cluster.cluster_params``),
 the same for every staircase and variant; ``run_whatif(overrides=...)`` replaces some of them (e.g. a
 slower provisioning delay) to check a choice against a cluster other than the one measured.
 Units: rows/s, seconds, executor-seconds.
@@ -25,7 +25,8 @@ import copy
 from dataclasses import asdict, replace
 from typing import Callable
 
-from spark_governor.bench.scaling_calibrate import cluster_params, sim_params, simulate_run
+from spark_governor.bench.calibration_cluster import cluster_params
+from spark_governor.bench.scaling_calibrate import sim_params, simulate_run
 
 #: staircases with the default real run's peak (16 000 rows/s), each (levels rows/s, seconds per level)
 STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (

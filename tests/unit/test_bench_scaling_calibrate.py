@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from spark_governor.api.cli import main
-from spark_governor.bench.scaling_calibrate import (cluster_params, fit_split, format_calibration, load_report,
-                                                  run_calibration, sim_params)
+from spark_governor.bench.calibration_cluster import cluster_params, fit_split
+from spark_governor.bench.scaling_calibrate import format_calibration, load_report, run_calibration, sim_params
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-25.json"
 # ``spark-governor bench scaling-real --policies kingman,threshold,utilization-target,static`` (defaults: staircase
@@ -144,7 +144,8 @@ def test_calibrate_rejects_a_missing_or_non_json_file(tmp_path):
 
 def test_a_policy_run_is_simulated_from_the_executors_it_had_at_t0():
     """The real Kingman run scaled 1 → 4 while the job warmed up, before t0: the simulation starts at 4."""
-    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params, start_executors
+    from spark_governor.bench.calibration_cluster import cluster_params
+    from spark_governor.bench.scaling_calibrate import sim_params, start_executors
 
     report = load_report(FIXTURE)
     params, _ = sim_params(report, cluster_params(report))
@@ -207,7 +208,8 @@ def test_the_fixed_time_of_a_task_is_inside_the_task_where_utilization_target_se
     the real one never did (it stayed at 2 from 64.7 s to 112.7 s: its ``decisions``)."""
     from dataclasses import replace
 
-    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params
+    from spark_governor.bench.calibration_cluster import cluster_params
+    from spark_governor.bench.scaling_calibrate import sim_params
     from spark_governor.bench.scaling_real_measure import fit_batches
 
     report = load_report(QUIET)
@@ -247,7 +249,8 @@ def test_a_tasks_fixed_time_grows_with_the_slots_sharing_the_2_core_machine(path
     the per-row cost (the job's sleep) does not. Fitted with one fixed time for every executor count, the
     4-executor batches pulled it up for 1 and 2 executors; the per-slot model (robust, relative) predicts
     the reactive policies' 1–2-executor batches — those their decisions are made on — better on both runs."""
-    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params
+    from spark_governor.bench.calibration_cluster import cluster_params
+    from spark_governor.bench.scaling_calibrate import sim_params
 
     report = load_report(path)
     params, _ = sim_params(report, cluster_params(report))
@@ -284,7 +287,7 @@ def test_release_delays_run_from_the_batch_end_to_the_executor_leaving_the_list(
     """The applier kills only between batches: a scale-in decided while a batch runs is released at
     that batch's end; gone is half a sample before the first sample at the new size. A scale-in
     overtaken by the next decision before its sample is skipped."""
-    from spark_governor.bench.scaling_calibrate import release_delays
+    from spark_governor.bench.calibration_cluster import release_delays
 
     run = {"timeline": [[0.0, 4], [30.0, 4], [37.0, 2], [60.0, 2], [67.0, 1], [80.0, 1], [85.0, 2]],
            "batch_points": [[24.0, 1000, 4, 6.0], [32.0, 1000, 2, 2.0], [56.0, 1000, 2, 2.0]],
@@ -305,7 +308,7 @@ def test_registration_delays_pair_executors_with_requests_first_in_first_out():
     """Spark grants executor requests in order: the k-th executor to register answers the oldest request
     still outstanding; a scale-in cancels the newest outstanding requests first. Times are half a sample
     (0.5 s) before the first per-second sample counting the executor."""
-    from spark_governor.bench.scaling_calibrate import registration_delays
+    from spark_governor.bench.calibration_cluster import registration_delays
 
     run = {"timeline": [[-1.0, 1], [0.0, 1], [11.0, 2], [31.0, 3], [32.0, 3], [50.0, 2], [61.0, 3]],
            "decisions": [{"t_s": 5.0, "old": 1, "new": 2}, {"t_s": 10.0, "old": 2, "new": 4},
@@ -330,7 +333,8 @@ def test_a_replay_uses_each_policys_stored_config_and_the_old_rules_where_a_repo
     """``bench scaling-real`` stores every option of every governed policy (``policy_configs``); a replay
     uses it, and fills what older reports lack with the rules of their day (no projected backlog, the
     cool-down after any change also after a scale-down)."""
-    from spark_governor.bench.scaling_calibrate import controller, sim_params, cluster_params
+    from spark_governor.bench.calibration_cluster import cluster_params
+    from spark_governor.bench.scaling_calibrate import controller, sim_params
     from spark_governor.bench.scaling_real import full_config
 
     stored = full_config("threshold", None)
@@ -376,7 +380,8 @@ def test_a_completed_batch_reaches_the_simulated_plane_with_the_reporters_next_s
     before, it was 13 points above. The runs' own configs are replayed (``policy_configs``)."""
     from dataclasses import replace
 
-    from spark_governor.bench.scaling_calibrate import cluster_params, sim_params, simulate_run
+    from spark_governor.bench.calibration_cluster import cluster_params
+    from spark_governor.bench.scaling_calibrate import sim_params, simulate_run
 
     report = load_report(ISOCOST)
     params, _ = sim_params(report, cluster_params(report))
@@ -602,7 +607,7 @@ def test_a_report_of_several_policies_takes_each_runs_own_warm_up_where_the_prof
     it), threshold's new executors none. Pooled, that ×4.1 slowed the simulated threshold's cold executors
     and its gap was −9.6 points; each run with its own warm-up, every policy is within 7 points, and the
     runs without new executors (static) or alone in their report are simulated with the pooled figures."""
-    from spark_governor.bench.scaling_calibrate import run_warmup
+    from spark_governor.bench.calibration_cluster import run_warmup
 
     report = load_report(Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-28-0445-reprofiled.json")
     by = {r["policy"]: r for r in report["results"]}

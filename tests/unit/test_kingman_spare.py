@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from spark_governor.bench.scaling_calibrate import cluster_params, load_report, sim_params
+from spark_governor.bench.calibration_cluster import cluster_params
+from spark_governor.bench.scaling_calibrate import load_report, sim_params
 from spark_governor.bench.scaling_whatif import run_whatif
 from spark_governor.policies.base import LiveStats
 from spark_governor.policies.cluster_inputs import ClusterInputs
