@@ -292,9 +292,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
     for e, seq in runs.items():
         head = seq[:first_tasks]
         factors.append(statistics.fmean(x[0] for x in head))
-        ratios = [x[0] for x in seq]
-        end = next((k for k in range(len(ratios)) if ratios[k] <= slow_ratio
-                    and statistics.median(ratios[k:k + STEADY_RUN]) <= slow_ratio), len(ratios))
+        end = _slow_end([x[0] for x in seq], slow_ratio)
         counts.append(end)
         durations.append((seq[end - 1][2] - first_seen[e]) / 1000.0 if end else 0.0)
         slow = seq[:max(end, 1)]
@@ -308,10 +306,7 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             work.append(sum(x[3] for x in worked) / sum(x[4] for x in worked))
             if cold:
                 cold_work.append(work[-1])
-                heavy_ratios = [x[0] for x in seq if x[5] == heavy]
-                cold_counts.append(next((k for k in range(len(heavy_ratios)) if heavy_ratios[k] <= slow_ratio
-                                         and statistics.median(heavy_ratios[k:k + STEADY_RUN]) <= slow_ratio),
-                                        len(heavy_ratios)))
+                cold_counts.append(_slow_end([x[0] for x in seq if x[5] == heavy], slow_ratio))
             elif registered is not None and e in registered:
                 idle_work.append(work[-1])
         starting[e] = (first_seen[e], max(x[2] for x in slow))
@@ -326,6 +321,13 @@ def warmup(task_rows: list, first_tasks: int = 10, slow_ratio: float = 1.5,
             "cold_work_factor": statistics.median(cold_work) if cold_work else None,
             "cold_tasks": int(round(statistics.median(cold_counts))) if cold_counts else None,
             "idle_work_factor": statistics.median(idle_work) if idle_work else None}
+
+
+def _slow_end(ratios: list[float], slow_ratio: float) -> int:
+    """How many of a new executor's first tasks were slow: the index of its first task at most ``slow_ratio`` ×
+    steady that starts a run of ``STEADY_RUN`` tasks whose median is too (all of them when none does)."""
+    return next((k for k in range(len(ratios)) if ratios[k] <= slow_ratio
+                 and statistics.median(ratios[k:k + STEADY_RUN]) <= slow_ratio), len(ratios))
 
 
 def contention(ok: list, starting: dict[str, tuple[int, int]],

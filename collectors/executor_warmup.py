@@ -81,10 +81,11 @@ class ExecutorWarmer:
     event-log JSON, as the reporter decodes it) and returns at once."""
 
     def __init__(self, spark, modules: Sequence[str] = DEFAULT_MODULES) -> None:
-        if isinstance(modules, (str, bytes)) or not all(isinstance(m, str) for m in modules):
+        names = None if isinstance(modules, (str, bytes)) or not isinstance(modules, Iterable) else tuple(modules)
+        if names is None or not all(isinstance(m, str) for m in names):
             raise TypeError(f"warm_modules must be a sequence of module names, e.g. ('pandas',), not {modules!r}")
         self.spark, self.sc = spark, spark.sparkContext
-        self.modules = tuple(modules)
+        self.modules = names
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.warmed: list[str] = []  # executor ids, in the order their warm-up jobs ended

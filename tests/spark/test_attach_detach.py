@@ -48,7 +48,7 @@ def test_detach_leaves_no_listener_of_ours(spark, control_plane):
     handle.detach(2.0)  # idempotent
 
 
-@pytest.mark.parametrize("bad", ["pandas", ("pandas", 3)])
+@pytest.mark.parametrize("bad", ["pandas", ("pandas", 3), 3])
 def test_a_bad_warm_modules_is_refused_before_anything_is_attached(spark, bad):
     from spark_governor.collectors import attach
 

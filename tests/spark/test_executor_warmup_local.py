@@ -20,6 +20,10 @@ def test_a_warm_up_job_imports_the_modules_on_each_executor_and_says_where_it_ra
     assert warmer.running_tasks("driver") == 0 and warmer.running_tasks("no-such-executor") == 0
 
 
+def test_modules_given_as_a_generator_are_kept(spark):
+    assert ExecutorWarmer(spark, (m for m in ("pandas", "numpy"))).modules == ("pandas", "numpy")
+
+
 def test_the_hook_ignores_the_driver_and_local_mode_and_never_raises(spark):
     warmer = ExecutorWarmer(spark)
     added = {"Event": "SparkListenerExecutorAdded", "Executor ID": "3", "Executor Info": {"Host": "127.0.0.1"}}
