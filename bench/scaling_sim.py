@@ -62,6 +62,14 @@ Model (kept simple on purpose):
   5.5 s). Executor-seconds integrate *allocated* executors (registered + requested but not yet
   registered: provisioning is paid for; + released but still listed), over [0, duration]; the
   timeline's registered executors count the listed ones, as the driver's executor list does.
+* Surge watch (with ``live_probe`` and ``surge_ratio``, ``api.surge_watch``): every second the probed
+  rate is checked against its baseline (``policies.surge``), and a settled surge evaluates the policy at
+  once. With the reporter's ticks (``state_interval_s`` > 0, as calibrated runs have) the probed rate,
+  in the surge check and in the live view, is the one the latest tick delivered carries (the counter's
+  growth over the ``PROBE_RATE_S`` before that tick), and the watch runs at a phase of its own drawn
+  per seed: a step is evaluated 2.0–3.4 s after it (mean 2.75 s; the standalone cluster's runs 68–97:
+  2.0–3.5 s, mean 2.7 s). Without ticks the check reads the source itself, every second from 0
+  (2.0 s after a step at a whole second: the model until 2026-11-28).
 * End of run: no event after ``duration`` is simulated except that the batch running at the end
   is finished so its latency is counted; rows arrived after the last batch's start are reported as
   ``unprocessed_rows``.
@@ -164,7 +172,10 @@ class Simulation:
                         next_start=self.phase)
         # the control plane's surge watch (api.surge_watch): a probed rate step evaluates at once
         self._surges = SurgeBaselines(params.surge_ratio) if params.live_probe and params.surge_ratio else None
-        self._next_surge = SURGE_CHECK_MS
+        # with the reporter's ticks: the watch's own one-second loop runs from its own start, at a phase drawn
+        # per seed from a stream of its own (without them every second from t = 0, as before 2026-11-28)
+        self._next_surge = (int(np.random.default_rng([seed, 3]).integers(SURGE_CHECK_MS)) or SURGE_CHECK_MS) \
+            if self.state_ms > 0 else SURGE_CHECK_MS
         self.s.execs = [[i, None, 0, 0, False] for i in range(controller.initial_executors)]
         self.s.next_exec = controller.initial_executors
         self.batches: list[BatchRecord] = []
@@ -434,7 +445,7 @@ class Simulation:
         live = None
         if self.p.live_view:
             def live(span_s: float):
-                return self.control.live(t, span_s, self.s.running, self.s.cut, self.arrived)
+                return self.control.live(t, span_s, self.s.running, self.s.cut, self.arrived, self._probed_at(t))
         return self.control.view(t, self.s.registered, live)
 
     def _reported(self, t: int) -> int:
@@ -443,6 +454,17 @@ class Simulation:
         if self.state_ms <= 0:
             return t
         return self.state_phase + -(-(t - self.state_phase) // self.state_ms) * self.state_ms
+
+    def _probed_at(self, t: int) -> int:
+        """When the probed source counter the control plane holds at ``t`` (ms) was read: the latest
+        reporter tick delivered by ``t`` (``collectors.query_state`` samples the probe at each snapshot and
+        sends its growth over ``PROBE_RATE_S``), ``t`` itself without ticks. On the standalone cluster the
+        surge evaluations came 2.0–3.5 s after a rate step (runs 68–97), where a simulator reading the
+        counter at the check itself evaluated 2.0 s after every step."""
+        if self.state_ms <= 0:
+            return t
+        seen = t - round(self.p.state_delay_s * 1000) - self.state_phase
+        return max(0, self.state_phase + (seen // self.state_ms) * self.state_ms) if seen >= 0 else 0
 
     def _delivered(self, sent: int) -> int:
         """When a report sent at ``sent`` (ms) is in the control plane (``SimParams.state_delay_s`` later)."""
@@ -463,13 +485,15 @@ class Simulation:
         self.control.evaluate(t, self.view(t), self._actuate)
 
     def _surge(self, t: int) -> None:
-        """The surge watch's check at ``t``: the probed rate (rows over the probe's window) against its
-        baseline; a surge evaluates the policy now, as ``api.surge_watch`` does."""
+        """The surge watch's check at ``t``: the probed rate (rows over the probe's window, as of the tick
+        the control plane holds, :meth:`_probed_at`) against its baseline; a surge evaluates the policy now,
+        as ``api.surge_watch`` does."""
         self._next_surge += SURGE_CHECK_MS
-        window = min(t, round(PROBE_RATE_S * 1000))
+        at = self._probed_at(t)
+        window = min(at, round(PROBE_RATE_S * 1000))
         if window <= 0 or t == self.s.next_eval:
             return
-        rate = (self.arrived(t) - self.arrived(t - window)) * 1000.0 / window
+        rate = (self.arrived(at) - self.arrived(at - window)) * 1000.0 / window
         if self._surges.surged(0, rate, t):
             self.control.evaluate(t, self.view(t), self._actuate)
 

@@ -163,14 +163,17 @@ class SimControlPlane:
         # batch's tasks are done), where the control plane reads it at ExecutorAdded: the same values, later
         self.registrations: list[float] = []
 
-    def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived) -> LiveStats:
+    def live(self, t: int, span_s: float, running: _Running | None, cut: int, arrived,
+             probed_at: int | None = None) -> LiveStats:
         """The job's live state at ``t`` (module docstring): ``running`` the batch in flight, ``cut``
-        the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then."""
+        the start of the latest batch (its rows and earlier are taken), ``arrived(ms)`` rows by then;
+        ``probed_at`` (ms, default ``t``): when the probed rate the control plane holds was read."""
+        probed_at = t if probed_at is None else probed_at
         oldest_cut = running.cut if running is not None else cut
         backlog = float(arrived(t) - arrived(oldest_cut))
         if self.p.live_probe:  # a probed source (SimParams.live_probe): what it offered over the probe's window
-            window = min(t, PROBE_RATE_S * 1000)
-            offered = (arrived(t) - arrived(t - window)) * 1000.0 / window if window > 0 else None
+            window = min(probed_at, PROBE_RATE_S * 1000)
+            offered = (arrived(probed_at) - arrived(probed_at - window)) * 1000.0 / window if window > 0 else None
         elif self.p.live_offsets:  # what a reporter knows: the completed batches' offsets (SimParams.live_offsets)
             done = self.stats[-(RATE_POINTS - 1):]  # with the offset before the first: RATE_POINTS points
             first = self.stats[-RATE_POINTS].trigger_ms if len(self.stats) >= RATE_POINTS else 0

@@ -441,3 +441,61 @@ def test_a_completed_batch_reaches_the_control_plane_with_the_reporters_next_sta
         for (start, end), (at_s, rows) in zip(ends, sim.control.troughs):
             assert at_s * 1000 == end and rows == pytest.approx(sim.arrived(end) - sim.arrived(start))
     assert len(phases) > 1  # the phase is drawn per seed
+
+
+class RateClock(Clock):
+    """Also records the probed arrival rate in its view (``rates``: (ms, rows/s))."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates = []
+
+    def evaluate(self, view, config):
+        self.rates.append((view.now_ms, view.live.arrival_rows_per_second if view.live else None))
+        return super().evaluate(view, config)
+
+
+def step_rate(t):
+    return np.where(t < 20.0, 500.0, 4000.0)
+
+
+PROBED = dict(QUIET, live_view=True, live_probe=True, surge_ratio=0.25)
+
+
+def surge_evaluations(clock: RateClock, eval_ms: int = 10_000) -> list[int]:
+    return [t for t in clock.seen if t % eval_ms]  # the regular evaluations fall on multiples of 10 s
+
+
+def test_without_the_reporters_ticks_the_surge_watch_reads_the_source_at_its_check():
+    """No state cadence (the uncalibrated model): checks every second from 0, the probe read at the check; the
+    8× step at 20 s reads 4 000 rows/s at 21 s and has settled at 22 s, when the policy is evaluated."""
+    clock = RateClock()
+    simulate(step_rate, 40.0, Controller(clock, SafetyConfig(min_value=1, max_value=4), 1), SimParams(**PROBED))
+    assert surge_evaluations(clock) == [22_000]
+    assert dict(clock.rates)[22_000] == pytest.approx(4000.0)
+
+
+def test_with_the_reporters_ticks_the_surge_watch_sees_the_rate_of_the_latest_tick_delivered():
+    """The reporter samples the probe at its 1 s ticks (phase per seed) and its state lands ``state_delay_s``
+    later; the surge watch checks every second at a phase of its own. A rate step is then evaluated 2–4 s after
+    it (on the standalone cluster 2.0–3.5 s, mean 2.7 s, runs 68–97), not 2.0 s after every step, and the rate
+    the policy gets is the counter's growth over the second before that tick."""
+    lags, phases = [], set()
+    for seed in range(12):
+        clock = RateClock()
+        sim = Simulation(step_rate, 40.0, Controller(clock, SafetyConfig(min_value=1, max_value=4), 1),
+                         SimParams(**PROBED, state_interval_s=1.0, state_delay_s=0.05), seed=seed)
+        sim.run()
+        phases.add((sim.state_phase, sim._next_surge % 1000))
+        surges = surge_evaluations(clock)
+        assert len(surges) == 1 and surges[0] % 1000 == sim._next_surge % 1000
+        lags.append(surges[0] - 20_000)
+        at = surges[0] - 50 - sim.state_phase
+        tick = sim.state_phase + (at // 1000) * 1000  # the latest tick delivered by then
+        assert sim._probed_at(surges[0]) == tick
+        expect = (sim.arrived(tick) - sim.arrived(tick - 1000)) / 1.0
+        assert dict(clock.rates)[surges[0]] == pytest.approx(expect)
+        assert expect > 500 * 1.25 * 1.25  # a surge over the 500 rows/s baseline, settled
+    assert all(1_000 < lag < 4_100 for lag in lags)
+    assert len(set(lags)) > 3 and len(phases) > 3
+    assert 2_000 < np.mean(lags) < 3_500
