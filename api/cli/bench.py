@@ -184,6 +184,76 @@ def bench_scaling_whatif(calibrate: str, staircases, variants, probe, seeds: int
     click.echo(f"wrote {out}", err=True)
 
 
+def _frontier_grid(text: str) -> dict:
+    """``--grid`` JSON → {policy: {knob: tuple of values}}; ValueError naming what is wrong."""
+    from spark_governor.bench.scaling_frontier import grid_variants
+
+    grid = json.loads(text)
+    if not isinstance(grid, dict) or not grid:
+        raise ValueError("want an object: policy → {config field: [values]}")
+    out = {}
+    for policy, knobs in grid.items():
+        if policy not in ("threshold", "utilization-target"):
+            raise ValueError(f"policy {policy!r}: threshold or utilization-target")
+        if not isinstance(knobs, dict) or not knobs or not all(
+                isinstance(v, list) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+                for v in knobs.values()):
+            raise ValueError(f"{policy}: want {{config field: [numbers, ...]}}")
+        out[policy] = {k: tuple(float(x) for x in v) for k, v in knobs.items()}
+        if not grid_variants({policy: out[policy]}):
+            raise ValueError(f"{policy}: no combination its config accepts (fields: "
+                             f"{', '.join(out[policy])})")
+    return out
+
+
+@bench.command("scaling-frontier")
+@click.option("--calibrate", "calibrate", required=True, type=click.Path(dir_okay=False),
+              help="A `bench scaling-real` JSON: the cluster it measured is simulated.")
+@click.option("--staircases", default=None,
+              help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
+@click.option("--grid", default=None,
+              help='JSON object: baseline → {config field: [values]}, every combination its config accepts '
+                   '(default: bench.scaling_frontier.GRID, 33 threshold and 21 utilization-target configs).')
+@click.option("--probe/--no-probe", default=None,
+              help="The simulated job's source is probed between batches (default: as in the real run).")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
+@click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
+@click.option("--out", default="bench-results/scaling-frontier.json", show_default=True,
+              type=click.Path(dir_okay=False))
+@click.option("--plot", default="bench-results/scaling-frontier.png", show_default=True,
+              help="PNG of attainment against executor-seconds, a panel per staircase ('' to skip).")
+def bench_scaling_frontier(calibrate: str, staircases, grid, probe, seeds: int, seed: int, out: str,
+                           plot: str) -> None:
+    """Kingman's defaults against each baseline over a grid of its configs, at equal executor-seconds,
+    simulated on the cluster a real run measured (no Spark)."""
+    from spark_governor.bench.scaling_calibrate import CalibrationError, load_report
+    from spark_governor.bench.scaling_frontier import GRID, format_frontier, plot_frontier, run_frontier
+    from spark_governor.bench.scaling_whatif import STAIRCASES, parse_staircases
+
+    try:
+        stairs = parse_staircases(staircases) if staircases else STAIRCASES
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--staircases") from None
+    try:
+        chosen = _frontier_grid(grid) if grid else GRID
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        raise click.BadParameter(str(exc).splitlines()[0], param_hint="--grid") from None
+    try:
+        report = load_report(calibrate)
+    except CalibrationError as exc:
+        raise click.ClickException(f"--calibrate: {exc}") from None
+    result = run_frontier(report, stairs, chosen, seeds=seeds, seed=seed,
+                          overrides=None if probe is None else {"live_probe": probe})
+    write_json(result, out, indent=2)
+    click.echo(format_frontier(result))
+    click.echo(f"wrote {out}", err=True)
+    if plot:
+        if plot_frontier(result, plot):
+            click.echo(f"wrote {plot}", err=True)
+        else:
+            click.echo("matplotlib not installed: no plot", err=True)
+
+
 @bench.command("batch-sizing")
 @click.option("--horizon", default=90.0, show_default=True, type=click.FloatRange(20),
               help="Simulated arrival time per run (s); rate steps at 1/3 and 2/3 of it.")

@@ -625,3 +625,17 @@ def test_a_report_of_several_policies_takes_each_runs_own_warm_up_where_the_prof
     gaps = {r["policy"]: r["gap_points"] for r in out["results"]}
     assert all(abs(g) <= 7.0 for g in gaps.values()), gaps
     assert gaps["kingman"] == pytest.approx(0.0) and gaps["static-4"] == pytest.approx(0.0)
+
+
+def test_the_seven_level_staircase_calibrates_within_the_goal():
+    """Run 98 (2026-11-28 07:07, 2k, 4k, 8k, 16k, 8k, 4k, 2k × 40 s, every policy at its defaults): a staircase no
+    real run had tried before. The simulator calibrated on it follows each policy within the goal's 5 points, each
+    real attainment inside its seeds' range, and each run's executor-seconds within 5 %."""
+    report = load_report(Path(__file__).resolve().parent.parent / "data" / "scaling-real-2026-11-28-0707.json")
+    assert report["levels"] == [2000, 4000, 8000, 16000, 8000, 4000, 2000] and report["level_s"] == 40
+    out = run_calibration(report, seed=0, seeds=10)
+    assert out["within_goal"] is True, out["max_abs_gap_points"]
+    for r in out["results"]:
+        low, high = r["sim"]["slo_attainment_range"]
+        assert low - 1e-9 <= r["real"]["slo_attainment_windows"] <= high + 1e-9, r["policy"]
+        assert r["exec_seconds_ratio"] == pytest.approx(1.0, abs=0.05), r["policy"]
