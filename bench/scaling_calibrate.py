@@ -115,6 +115,16 @@ def load_report(path: str | Path) -> dict:
     return report
 
 
+def hold_waves(report: dict) -> float:
+    """The launch hold's rule in the report's runs (``SimParams.launch_hold_waves``): its
+    ``launch_hold_waves``; a report of the hold without it (run 100, 2026-11-28 07:53) held an executor
+    whatever waited, so as many waves as any stage has."""
+    waves = report.get("launch_hold_waves")
+    if waves is not None:
+        return float(waves)
+    return 1e9 if report.get("launch_hold") else DEFAULT_PARAMS.launch_hold_waves
+
+
 def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
     """The simulator's parameters for the report's job, cluster and control plane, and the names of
     those left at the simulator's defaults for want of a measurement."""
@@ -148,6 +158,7 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
         window_ms=int(report.get("window_ms") or DEFAULT_PARAMS.window_ms), slo_s=bound, constraint_bound_s=bound,
         constraint_span_s=float(report["span_s"]), live_view=True, cluster_profile=True,
         live_probe=bool(report.get("source_probe", False)), surge_ratio=report.get("surge_ratio"),
+        launch_hold=bool(report.get("launch_hold", False)), launch_hold_waves=hold_waves(report),
         state_interval_s=STATE_INTERVAL_S, **{k: v for k, v in measured.items() if v is not None})
     return p, defaults
 
@@ -334,6 +345,9 @@ def format_calibration(out: dict) -> str:
                      if p.get('prewarm_factor', 1.0) != 1.0 else "")
                   + (f"start-up contention ×{p['startup_contention']:.2f} for {p['startup_s']:.1f} s, "
                      if p.get('startup_contention', 1.0) != 1.0 and p.get('startup_s') else "")
+                  + (("launch hold (while waiting tasks ≤ "
+                      + (f"{p['launch_hold_waves']:g} × running" if p.get('launch_hold_waves', 1.0) < 1e6 else "any")
+                      + f", at most {p.get('launch_hold_max_s', 10.0):g} s), ") if p.get('launch_hold') else "")
                   + f"{p['row_cost_s'] * 1e6:.0f} µs/row + {p.get('task_overhead_s', 0.0):.2f} s/task "
                   f"+ {p.get('task_overhead_per_slot_s', 0.0):.2f} s/task per slot, "
                   f"noise σ {p['noise_sigma']:.2f} per batch, {p['task_noise_sigma']:.2f} "

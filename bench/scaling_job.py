@@ -34,6 +34,8 @@ def main(argv=None) -> None:
                                                             "source's offsets from completed batches only")
     ap.add_argument("--no-warm", action="store_true", help="no warm-up of added executors "
                                                            "(collectors.executor_warmup)")
+    ap.add_argument("--launch-hold", action="store_true", help="the listener jar's launch hold: an added executor "
+                                                               "takes no waiting task cold (collectors.launch_hold)")
     a = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -42,11 +44,19 @@ def main(argv=None) -> None:
     from spark_governor.collectors.source_probe import RateFileProbe
     from spark_governor.collectors.sources.zipf import register_zipf_source
 
-    spark = (SparkSession.builder.master(a.master).appName("sg-scaling-test")
-             .config("spark.executor.cores", 1).config("spark.executor.memory", "512m")
-             .config("spark.dynamicAllocation.enabled", "false")
-             .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    builder = (SparkSession.builder.master(a.master).appName("sg-scaling-test")
+               .config("spark.executor.cores", 1).config("spark.executor.memory", "512m")
+               .config("spark.dynamicAllocation.enabled", "false")
+               .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1"))
+    if a.launch_hold:
+        from spark_governor.collectors.jvm.build import find_jar
+        from spark_governor.collectors.launch_hold import PLUGIN_CLASS
+
+        jar = str(find_jar())  # one machine: the driver and the executors read the same file
+        builder = (builder.config("spark.plugins", PLUGIN_CLASS).config("spark.driver.extraClassPath", jar)
+                   .config("spark.executor.extraClassPath", jar))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from spark_governor.collectors.appliers import ExecutorApplier
 
@@ -101,7 +111,8 @@ def main(argv=None) -> None:
                                   "processing_ms": p.durationMs.get("triggerExecution") if p else None,
                                   "applied": handle.reporter.apply_log,
                                   "warmed": dict(handle.warmer.ran_on) if handle.warmer else None,
-                                  "warm_job_s": list(handle.warmer.job_s) if handle.warmer else None}) + "\n")
+                                  "warm_job_s": list(handle.warmer.job_s) if handle.warmer else None,
+                                  "held_s": dict(handle.warmer.held_s) if handle.warmer else None}) + "\n")
             out.flush()
             time.sleep(1)
     q.stop()

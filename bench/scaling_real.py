@@ -184,21 +184,31 @@ def evaluation_phase_s(plane, t0: float) -> Optional[float]:
     return (job.next_run_time.timestamp() - t0) % job.trigger.interval.total_seconds()
 
 
+def launch_hold_waves() -> float:
+    """The launch hold's ``spark.governor.launchHoldWaves`` the job runs with (the plugin's default; the bench
+    sets none): the calibration simulates the same rule (``SimParams.launch_hold_waves``)."""
+    from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS
+
+    return DEFAULT_PARAMS.launch_hold_waves
+
+
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             config: Optional[dict] = None, source_probe: bool = True, warm_executors: bool = True,
-            log: Callable[[str], None] = lambda m: None) -> dict:
+            launch_hold: bool = True, log: Callable[[str], None] = lambda m: None) -> dict:
     """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job, with ``config``: overrides of its
     defaults) or ``static``; ``source_probe``: the job's reporter probes its source's rate file
     (``collectors.source_probe.RateFileProbe``); ``warm_executors``: ``attach`` warms added executors
-    (``collectors.executor_warmup``, its default)."""
+    (``collectors.executor_warmup``, its default); ``launch_hold``: the job runs the listener jar's launch
+    hold (``collectors.launch_hold``)."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     tmp = workdir / job
     tmp.mkdir(parents=True, exist_ok=True)
     driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
                     extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s),
-                                *(() if source_probe else ("--no-probe",)), *(() if warm_executors else ("--no-warm",))))
+                                *(() if source_probe else ("--no-probe",)), *(() if warm_executors else ("--no-warm",)),
+                                *(("--launch-hold",) if launch_hold else ())))
     try:
         wait_for(lambda: driver.executors() == initial_executors, 300, 1, f"{job}: {initial_executors} executors")
         # warm-up: the rows offered while the query started make the first batches large; begin once
@@ -235,6 +245,8 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
     out["initial_executors"] = initial_executors
     # the job's executor warm-up jobs (collectors.executor_warmup): seconds each, for bench scaling --calibrate
     out["warm_job_s"] = next((x["warm_job_s"] for x in reversed(driver.samples()) if x.get("warm_job_s") is not None), [])
+    # seconds the launch hold kept each added executor from tasks (collectors.launch_hold; empty without it)
+    out["held_s"] = next((x["held_s"] for x in reversed(driver.samples()) if x.get("held_s") is not None), {})
     out["evaluation_phase_s"] = evaluation_phase
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
@@ -249,7 +261,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            policies: tuple[str, ...] = POLICIES, evaluation_interval_s: float = 8.0,
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            configs: Optional[dict[str, dict]] = None, source_probe: bool = True,
-                           warm_executors: bool = True, log: Callable[[str], None] = lambda m: None) -> dict:
+                           warm_executors: bool = True, launch_hold: bool = True,
+                           log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``configs``: per
     governed policy, overrides of its defaults (stored whole in ``policy_configs``, as
     ``bench scaling --calibrate`` replays them): e.g. a baseline given as many executor-seconds as
@@ -257,7 +270,9 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     job's reporter reads its source's rate between batches (a rate step shows in the live state within
     a second; ``collectors.source_probe``); False: only the completed batches' offsets show it.
     ``warm_executors``: the job's ``attach`` warms executors added while it runs (its default); False:
-    ``warm_modules=None``."""
+    ``warm_modules=None``. ``launch_hold``: the job runs the listener jar's launch hold (its default since
+    2026-11-28; ``collectors.launch_hold``: an added executor takes no waiting task cold while the executors
+    working launch them within a wave); False: Spark's default."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane
 
@@ -285,7 +300,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                                        trigger_s=trigger_s, bound_s=bound_s, span_s=span_s, initial_executors=initial,
                                        max_executors=max_executors, row_cost_us=row_cost_us,
                                        oscillation_window_s=window_s, config=configs.get(policy),
-                                       source_probe=source_probe, warm_executors=warm_executors, log=log))
+                                       source_probe=source_probe, warm_executors=warm_executors,
+                                       launch_hold=launch_hold, log=log))
         finally:
             plane.stop()
     static = next((r for r in results if r["policy"].startswith("static")), None)
@@ -298,7 +314,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "static_executors": static_executors, "kingman_config": full_config("kingman", configs.get("kingman")),
             "policy_configs": {p: full_config(p, configs.get(p)) for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
-            "warm_executors": warm_executors,
+            "warm_executors": warm_executors, "launch_hold": launch_hold,
+            "launch_hold_waves": launch_hold_waves() if launch_hold else None,
             "surge_ratio": settings.surge_ratio or None, "source_arrivals": SOURCE_ARRIVALS,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

@@ -185,6 +185,7 @@ class Simulation:
         # cluster profile (SimParams.cluster_profile): directive ms of each request (by arrival ms), the
         # scale-outs registered but not measured yet ([directive ms, registered ms]), the measured delays
         self._directive_at: dict[int, int] = {}
+        self._registered_at: dict[int, int] = {}  # launch hold: a held request's arrival ms -> its registration ms
         self._unmeasured: list[list[int]] = []
 
     @property
@@ -334,6 +335,8 @@ class Simulation:
 
     # -- executors --------------------------------------------------------------------------
     def _arrive(self, t: int) -> None:
+        if self.p.launch_hold:
+            self._hold(t)
         joined = sum(c for a, c in self.s.requests if a <= t)
         self._unmeasured += [[self._directive_at.pop(a, a - round(self.p.up_delay_s * 1000)), t]
                              for a, c in self.s.requests if a <= t and c]
@@ -354,6 +357,30 @@ class Simulation:
         if self.s.running is not None and joined:
             self._join_running(t, joined)
         self._check_applied(t)
+
+    def _hold(self, t: int) -> None:
+        """With ``SimParams.launch_hold``: the requests registering at ``t`` while the running stage has tasks
+        waiting, at most ``launch_hold_waves`` × those running, start when its last waiting task launches (on
+        the executors it has; checked again then), at most
+        ``launch_hold_max_s`` after they registered. Their directive time stays, so the measured provisioning
+        delay counts the hold (the control plane reads the registration; here they are listed once they start)."""
+        r = self.s.running
+        if r is None or t >= r.end or r.tasks is None:
+            return
+        waiting = r.tasks.launch_ms[r.tasks.launch_ms > t]
+        running = int(np.count_nonzero((r.tasks.launch_ms <= t) & (r.tasks.finish_ms > t)))
+        if not len(waiting) or len(waiting) > self.p.launch_hold_waves * running:
+            return  # nothing to take, or more than the executors working launch soon: a cold one helps
+        for req in self.s.requests:
+            if req[0] > t or not req[1]:
+                continue
+            since = self._registered_at.pop(req[0], req[0])
+            until = min(int(waiting.max()) + 1, since + round(1000 * self.p.launch_hold_max_s))
+            if until > t:
+                if req[0] in self._directive_at:
+                    self._directive_at[until] = self._directive_at.pop(req[0])
+                self._registered_at[until] = since
+                req[0] = until
 
     def _join_running(self, t: int, joined: int) -> None:
         """Executors registering while a stage runs take its pending tasks at once (Spark's scheduler

@@ -112,6 +112,17 @@ class SimParams:
     # times: a job without the warm-up, whose cold executors differ by that (×2.6–2.8 at once against
     # ×2.1–2.3 later in runs 83–89).
     prewarm_factor: float = 1.0
+    # The listener jar's launch hold (``io.sparkgovernor.LaunchHold``, ``collectors.launch_hold``): an executor
+    # that registers while the running stage has tasks waiting (at most ``launch_hold_waves`` × those running)
+    # takes none of them; it starts once none waits
+    # (the last one launched on an old executor), at most ``launch_hold_max_s`` after its registration, and
+    # then finds no task waiting (the warm-up job, with ``prewarm_s``). It is paid for (allocated) from its
+    # registration. False: it takes the waiting tasks at once (Spark's default).
+    launch_hold: bool = False
+    launch_hold_max_s: float = 10.0
+    # ... and only while the waiting tasks are at most this many times the running ones
+    # (``spark.governor.launchHoldWaves``): with more, a cold executor still ends the stage sooner
+    launch_hold_waves: float = 1.0
     # The job between batches (issue 14, "See the job between batches"): give the policies the view's
     # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)

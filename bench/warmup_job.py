@@ -25,6 +25,20 @@ def wait(cond, timeout_s, what):
     raise SystemExit(f"timed out: {what}")
 
 
+def one_executor(sizer: ExecutorApplier) -> None:
+    """Bring a standalone app to one executor: it takes every free core at start and executors launched before
+    the limit register later, so kill idle extras until the count has stayed at one for a few seconds (as
+    bench.scaling_job)."""
+    sizer(1)
+    deadline, stable_since = time.time() + 120, None
+    while time.time() < deadline and (stable_since is None or time.time() - stable_since < 4):
+        sizer.reconcile()
+        stable_since = (stable_since or time.time()) if len(sizer.executor_ids()) == 1 else None
+        time.sleep(0.5)
+    if len(sizer.executor_ids()) != 1:
+        raise SystemExit(f"timed out: one executor (have {sizer.executor_ids()})")
+
+
 def main() -> None:
     master, endpoint = sys.argv[1], sys.argv[2]
     warm = "--no-warm" not in sys.argv
@@ -33,16 +47,7 @@ def main() -> None:
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
     sc = spark.sparkContext
     sizer = ExecutorApplier(sc)
-    sizer(1)
-    # a standalone app takes every free core at start and executors launched before the limit register
-    # later: kill idle extras until the count has stayed at one for a few seconds (as bench.scaling_job)
-    deadline, stable_since = time.time() + 120, None
-    while time.time() < deadline and (stable_since is None or time.time() - stable_since < 4):
-        sizer.reconcile()
-        stable_since = (stable_since or time.time()) if len(sizer.executor_ids()) == 1 else None
-        time.sleep(0.5)
-    if len(sizer.executor_ids()) != 1:
-        raise SystemExit(f"timed out: one executor (have {sizer.executor_ids()})")
+    one_executor(sizer)
     handle = attach(spark, job="warmup-test", endpoint=endpoint, **({} if warm else {"warm_modules": None}))
 
     def work(frames):

@@ -29,6 +29,9 @@ between RDD and SQL Python code), the worker imports pandas/pyarrow and the modu
   warm executor (``spark-governor bench warmup --reps 2``, 2026-11-28).
 - A task waits ``spark.locality.wait`` (3 s by default) for its executor before Spark runs it anywhere
   on the host: then it warms another executor, which costs a few milliseconds.
+- With the launch hold (``collectors.launch_hold``: the listener jar's Spark plugin keeps a new executor
+  from tasks while a stage has tasks waiting) the warm-up waits until the executor launched; ``held_s``
+  records how long each was held.
 
 Units: seconds.
 """
@@ -40,6 +43,8 @@ import time
 from typing import Any, Iterable, Optional, Sequence
 
 from spark_governor.collectors.appliers import active_tasks
+from spark_governor.collectors.launch_hold import configured as hold_configured
+from spark_governor.collectors.launch_hold import max_hold_s, wait_launched
 
 log = logging.getLogger("spark_governor.executor_warmup")
 
@@ -94,6 +99,10 @@ class ExecutorWarmer:
         self.busy: list[str] = []  # executors not warmed: running a task of the job already when they registered
         self.failed = 0  # warm-up jobs that raised
         self.last_error: Optional[str] = None
+        # with the launch hold (collectors.launch_hold) an executor launches after its registration: wait for it
+        self.hold = hold_configured(self.sc)
+        self.hold_timeout_s = max_hold_s(self.sc) + 5.0 if self.hold else 0.0
+        self.held_s: dict[str, float] = {}  # executor id -> seconds the launch hold kept it from tasks
 
     def __call__(self, event: dict) -> None:
         executor_id, host = event.get("Executor ID"), (event.get("Executor Info") or {}).get("Host")
@@ -118,6 +127,11 @@ class ExecutorWarmer:
 
     def _warm_one(self, executor_id: str, host: str) -> None:
         try:
+            if self.hold:
+                held = wait_launched(self.sc, executor_id, self.hold_timeout_s)
+                if held is not None:
+                    self.held_s[executor_id] = held
+                    time.sleep(0.05)  # the executor's LaunchedExecutor reaches the driver's scheduler
             if self.running_tasks(executor_id):
                 # Spark gave it a waiting task of the job as it registered: that task warms it, and a
                 # warm-up task would only wait spark.locality.wait for it and then run on another executor

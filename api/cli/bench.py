@@ -531,11 +531,14 @@ def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, d
               help="The job's reporter probes its source's rate file between batches (collectors.source_probe).")
 @click.option("--warm/--no-warm", default=True, show_default=True,
               help="The job's attach() warms executors added while it runs (collectors.executor_warmup).")
+@click.option("--launch-hold/--no-launch-hold", default=True, show_default=True,
+              help="The job runs the listener jar's launch hold (spark.plugins=io.sparkgovernor.LaunchHold): an "
+                   "added executor takes no waiting task cold (collectors.launch_hold).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, configs: tuple[str, ...],
-                       probe: bool, warm: bool, workdir, out: str) -> None:
+                       probe: bool, warm: bool, launch_hold: bool, workdir, out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
     from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
@@ -552,7 +555,8 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
                                     span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
                                     row_cost_us=row_cost_us, policies=names, configs=overrides, source_probe=probe,
-                                    warm_executors=warm, workdir=Path(workdir) if workdir else None,
+                                    warm_executors=warm, launch_hold=launch_hold,
+                                    workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)
     click.echo(format_real_table(report))

@@ -14,7 +14,11 @@ import click
 @click.option("--job", default=None, help="With --submit-args: job name (default: the application's name).")
 @click.option("--token", default=None, help="With --submit-args: reporter token (sent as a bearer token).")
 @click.option("--interval", default=None, help="With --submit-args: reporting interval, e.g. 1s.")
-def jar(force: bool, submit_args: bool, endpoint: str, job: str | None, token: str | None, interval: str | None) -> None:
+@click.option("--launch-hold/--no-launch-hold", default=True, show_default=True,
+              help="With --submit-args: also the jar's Spark plugin (spark.plugins=io.sparkgovernor.LaunchHold): an "
+                   "added executor takes no waiting task cold.")
+def jar(force: bool, submit_args: bool, endpoint: str, job: str | None, token: str | None, interval: str | None,
+        launch_hold: bool) -> None:
     """Print the path of the listener jar that attaches spark-governor by configuration only:
 
     spark-submit --jars "$(spark-governor jar)" --conf spark.extraListeners=io.sparkgovernor.SparkGovernorListener
@@ -29,6 +33,6 @@ def jar(force: bool, submit_args: bool, endpoint: str, job: str | None, token: s
     except build.JarUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     if submit_args:
-        click.echo(shlex.join(build.submit_args(endpoint, job, token, interval, jar=path)))
+        click.echo(shlex.join(build.submit_args(endpoint, job, token, interval, jar=path, launch_hold=launch_hold)))
     else:
         click.echo(str(path))

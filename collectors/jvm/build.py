@@ -24,9 +24,12 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from spark_governor.collectors.launch_hold import PLUGIN_CLASS
+
 JAR_NAME = "spark-governor-listener.jar"
 LISTENER_CLASS = "io.sparkgovernor.SparkGovernorListener"
 QUERY_LISTENER_CLASS = "io.sparkgovernor.SparkGovernorQueryListener"
+LAUNCH_HOLD_CLASS = PLUGIN_CLASS  # the jar's Spark plugin (collectors.launch_hold)
 TITLE = "spark-governor-listener"
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"
@@ -48,6 +51,11 @@ CONFS = {
     "spark.governor.applyExecutors": "apply executor directives (default true)",
     "spark.governor.enabled": "false turns the listeners into no-ops (default true)",
     "spark.governor.versionCheck": "false skips the Spark/Scala version check (default true)",
+    "spark.governor.launchHoldMax": "with spark.plugins=io.sparkgovernor.LaunchHold: an added executor waits at most "
+                                    "this long for the running stages' waiting tasks to launch (default 10s)",
+    "spark.governor.launchHoldPoll": "with the launch hold: how often it asks the driver (default 200ms)",
+    "spark.governor.launchHoldWaves": "with the launch hold: an added executor waits only while the waiting tasks "
+                                      "are at most this many times the running ones (default 1)",
 }
 
 
@@ -233,12 +241,16 @@ def find_jar(build: bool = True, log=lambda m: print(m, file=sys.stderr)) -> Pat
 
 
 def submit_args(endpoint: str, job: Optional[str] = None, token: Optional[str] = None,
-                interval: Optional[str] = None, jar: Optional[Path] = None) -> list[str]:
-    """``spark-submit`` arguments that attach the jar: ``--jars`` plus the ``--conf`` switches."""
+                interval: Optional[str] = None, jar: Optional[Path] = None, launch_hold: bool = True) -> list[str]:
+    """``spark-submit`` arguments that attach the jar: ``--jars`` plus the ``--conf`` switches; with
+    ``launch_hold`` also its Spark plugin (``spark.plugins``: an added executor takes no waiting task cold,
+    ``collectors.launch_hold``; ``--jars`` puts it on the executors' class path before plugins load)."""
     args = ["--jars", str(jar or find_jar()),
             "--conf", f"spark.extraListeners={LISTENER_CLASS}",
             "--conf", f"spark.sql.streaming.streamingQueryListeners={QUERY_LISTENER_CLASS}",
             "--conf", f"spark.governor.endpoint={endpoint}"]
+    if launch_hold:
+        args += ["--conf", f"spark.plugins={LAUNCH_HOLD_CLASS}"]
     for key, value in (("job", job), ("token", token), ("interval", interval)):
         if value:
             args += ["--conf", f"spark.governor.{key}={value}"]

@@ -31,3 +31,31 @@ def test_the_hook_ignores_the_driver_and_local_mode_and_never_raises(spark):
     warmer({**added, "Executor ID": "driver"})
     warmer({"Event": "SparkListenerExecutorAdded"})
     assert warmer._threads == [] and warmer.warmed == [] and warmer.failed == 0
+
+
+class _Context:
+    """A context's conf without a running context of its own (``launch_hold`` reads only these two)."""
+
+    def __init__(self, conf, jvm):
+        self.conf, self._jvm = conf, jvm
+
+    def getConf(self):
+        return self.conf
+
+
+def test_the_launch_hold_is_off_unless_spark_plugins_names_it_and_its_bound_is_a_spark_time(spark):
+    from pyspark import SparkConf
+
+    from spark_governor.collectors import launch_hold
+
+    sc = spark.sparkContext
+    assert not launch_hold.configured(sc) and not ExecutorWarmer(spark).hold  # the test session has no plugin
+    jvm = sc._jvm
+    on = SparkConf(loadDefaults=False).set("spark.plugins", f"a.B, {launch_hold.PLUGIN_CLASS}")
+    assert launch_hold.configured(_Context(on, jvm))
+    assert launch_hold.max_hold_s(_Context(on, jvm)) == launch_hold.DEFAULT_MAX_S == 10.0
+    assert launch_hold.max_hold_s(_Context(on.set("spark.governor.launchHoldMax", "1min"), jvm)) == 60.0
+    assert not launch_hold.configured(_Context(SparkConf(loadDefaults=False).set("spark.plugins", "a.B"), jvm))
+    # no executor was let launch by a plugin: the warmer's wait ends at its timeout with None
+    assert launch_hold.launched_at_ms(sc, "7") is None and launch_hold.held_s(sc, "7") is None
+    assert launch_hold.wait_launched(sc, "7", timeout_s=0.2) is None

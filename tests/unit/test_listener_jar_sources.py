@@ -52,7 +52,10 @@ def test_submit_args_are_jars_and_confs_only(tmp_path):
     assert confs == {"spark.extraListeners": build.LISTENER_CLASS,
                      "spark.sql.streaming.streamingQueryListeners": build.QUERY_LISTENER_CLASS,
                      "spark.governor.endpoint": "http://cp:8787", "spark.governor.job": "clicks",
-                     "spark.governor.token": "s", "spark.governor.interval": "2s"}
+                     "spark.governor.token": "s", "spark.governor.interval": "2s",
+                     "spark.plugins": build.LAUNCH_HOLD_CLASS}
+    assert "spark.plugins" not in " ".join(build.submit_args("http://cp:8787", jar=jar, launch_hold=False))
+    assert f"class {build.LAUNCH_HOLD_CLASS.rsplit('.', 1)[1]} implements SparkPlugin" in JAVA["LaunchHold.java"]
     assert f"class {build.LISTENER_CLASS.rsplit('.', 1)[1]} extends SparkListener" in JAVA["SparkGovernorListener.java"]
 
 

@@ -499,3 +499,38 @@ def test_with_the_reporters_ticks_the_surge_watch_sees_the_rate_of_the_latest_ti
     assert all(1_000 < lag < 4_100 for lag in lags)
     assert len(set(lags)) > 3 and len(phases) > 3
     assert 2_000 < np.mean(lags) < 3_500
+
+
+def test_with_the_launch_hold_an_executor_registering_while_tasks_wait_takes_none_of_them():
+    """The stage above: 8 tasks of 1 s on 1 executor from 4 s, a second executor registering at 6.5 s with a 4 s
+    warm-up at factor 2. Without the hold it takes tasks 3 and 6 cold (the stage ends at 10.5 s). With the
+    hold at its default (``launch_hold_waves`` 1) it does the same: 5 tasks wait behind 1 running, and a cold
+    executor still ends the stage sooner. Held whatever waits (``launch_hold_waves`` 8) it starts when the last
+    waiting task launches on the first executor (task 7 at 11 s, so 11.001 s): the first executor runs all 8,
+    the stage ends at 12 s, and the held executor, idle then, runs its warm-up job (``prewarm_s`` 0.5 s) and the
+    next batch's tasks warm (as long as the first executor's); with ``launch_hold_max_s`` 2 s it starts at
+    8.5 s and takes task 5 cold. Registering at 10.5 s (task 6 running, task 7 waiting: 1 ≤ 1 × 1) it is
+    held at the default too, and takes no task of the stage."""
+    base = {**QUIET, "partitions": 8, "row_cost_s": 0.004, "eval_interval_s": 2.0, "up_delay_s": 0.5,
+            "warmup_factor": 2.0, "warmup_s": 4.0, "prewarm_s": 0.5}
+    free = Recording(rate, 20.0, step_ctrl(2, 6.0), SimParams(**base))
+    assert free.run().batches[0].end_s == pytest.approx(10.5)
+    default = Recording(rate, 20.0, step_ctrl(2, 6.0), SimParams(**base, launch_hold=True))
+    assert default.run().batches[0].end_s == pytest.approx(10.5)
+    held = Recording(rate, 20.0, step_ctrl(2, 6.0), SimParams(**base, launch_hold=True, launch_hold_waves=8))
+    res = held.run()
+    first = [(part, e, svc) for s, part, e, svc in held.tasks if s == 4.0]
+    assert len(first) == 8 and {e for _, e, _ in first} == {0} and res.batches[0].end_s == pytest.approx(12.0)
+    assert [t for t, reg, _ in res.timeline if reg == 2][0] == pytest.approx(11.001)
+    nxt = [(e, svc) for s, part, e, svc in held.tasks if s == res.batches[1].start_s]
+    # the next batch (12 s, 4 000 rows: 2 s tasks) on both, the held one warm: its tasks as long as the first's
+    assert {e for e, _ in nxt} == {0, 1} and all(svc == pytest.approx(2.0) for _, svc in nxt)
+    capped = Recording(rate, 20.0, step_ctrl(2, 6.0), SimParams(**base, launch_hold=True, launch_hold_waves=8,
+                                                                launch_hold_max_s=2.0))
+    capped.run()
+    late = sorted((part, svc) for s, part, e, svc in capped.tasks if s == 4.0 and e == 1)
+    assert late[0] == (5, pytest.approx(2.0))  # started at 8.5 s, took the waiting task 5 cold
+    one = Recording(rate, 20.0, step_ctrl(2, 6.0), SimParams(**{**base, "up_delay_s": 4.5}, launch_hold=True))
+    res = one.run()
+    assert {e for s, _, e, _ in one.tasks if s == 4.0} == {0} and res.batches[0].end_s == pytest.approx(12.0)
+    assert [t for t, reg, _ in res.timeline if reg == 2][0] == pytest.approx(11.001)

@@ -1,0 +1,48 @@
+"""The listener jar's launch hold on a real Spark standalone cluster (master + worker on 127.0.0.1;
+``io.sparkgovernor.LaunchHold``, ``collectors.launch_hold``).
+
+One warm executor runs a stage of 4 tasks of 4 s; 2 executors are added while its first task runs. Without the
+hold, Spark gives the added executors the stage's waiting tasks as they register. With it (held whatever waits:
+``spark.governor.launchHoldWaves`` 10), they take none: the warm executor runs all four, the added ones launch
+once no task waits (held for seconds, less than the bound) and ``attach``'s warm-up then runs on each of them.
+The default rule (1 wave: wait only while the waiting tasks are at most the running ones) is checked on its own
+cases through py4j.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.jar_support import listener_jar
+from tests.conftest import require
+
+pytestmark = pytest.mark.spark
+JOB = Path(__file__).resolve().parent / "jar_jobs" / "launch_hold_job.py"
+
+
+def run(master: str, jar: str, hold: bool) -> dict:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    proc = subprocess.run([sys.executable, str(JOB), master, jar, *(("--hold",) if hold else ())], env=env,
+                          capture_output=True, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(lines[-1])
+
+
+def test_added_executors_take_no_waiting_task_while_held_and_are_warmed_after(standalone_cluster):
+    jar = str(listener_jar(require))
+    held = run(standalone_cluster.url, jar, hold=True)
+    assert len(held["first"]) == 1 and len(held["added"]) == 2, held
+    assert {t["executor"] for t in held["tasks"]} == set(held["first"]), held  # the warm one ran all four
+    assert set(held["held_s"]) == set(held["added"]), held
+    assert all(0 < s < 60 for s in held["held_s"].values()), held  # held, then let go before the bound
+    assert held["ran_on"] == {e: e for e in held["added"]}, held  # warmed, each on itself
+    # the rule: wait while tasks wait, at most waves × the running ones
+    assert held["rule"] == [False, True, False, True, True], held
+
+    free = run(standalone_cluster.url, jar, hold=False)
+    assert len(free["added"]) == 2 and free["held_s"] == {}, free
+    assert {t["executor"] for t in free["tasks"]} & set(free["added"]), free  # without it they take waiting tasks
