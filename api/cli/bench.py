@@ -144,11 +144,14 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
                    'spare 0, unless probed, 1 always (the default), 2 always).')
 @click.option("--probe/--no-probe", default=None,
               help="The simulated job's source is probed between batches (default: as in the real run).")
+@click.option("--launch-hold/--no-launch-hold", default=None,
+              help="The simulated job runs the listener jar's launch hold (default: as in the real run).")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
               type=click.Path(dir_okay=False))
-def bench_scaling_whatif(calibrate: str, staircases, variants, probe, seeds: int, seed: int, out: str) -> None:
+def bench_scaling_whatif(calibrate: str, staircases, variants, probe, launch_hold, seeds: int, seed: int,
+                         out: str) -> None:
     """Kingman config variants on staircases, simulated on the cluster a real run measured (no Spark)."""
     import json
 
@@ -178,10 +181,21 @@ def bench_scaling_whatif(calibrate: str, staircases, variants, probe, seeds: int
     except CalibrationError as exc:
         raise click.ClickException(f"--calibrate: {exc}") from None
     result = run_whatif(report, stairs, chosen, seeds=seeds, seed=seed, log=lambda m: click.echo(m, err=True),
-                        overrides=None if probe is None else {"live_probe": probe})
+                        overrides=_sim_overrides(probe, launch_hold))
     write_json(result, out, indent=2)
     click.echo(format_whatif(result))
     click.echo(f"wrote {out}", err=True)
+
+
+def _sim_overrides(probe, launch_hold) -> dict | None:
+    """``--probe`` / ``--launch-hold`` of the what-if and frontier commands as simulator overrides (None: as
+    in the real run)."""
+    out = {}
+    if probe is not None:
+        out["live_probe"] = probe
+    if launch_hold is not None:
+        out.update(launch_hold=launch_hold, launch_hold_waves=1.0)  # the plugin's default rule
+    return out or None
 
 
 def _frontier_grid(text: str) -> dict:
@@ -216,13 +230,15 @@ def _frontier_grid(text: str) -> dict:
                    '(default: bench.scaling_frontier.GRID, 33 threshold and 21 utilization-target configs).')
 @click.option("--probe/--no-probe", default=None,
               help="The simulated job's source is probed between batches (default: as in the real run).")
+@click.option("--launch-hold/--no-launch-hold", default=None,
+              help="The simulated job runs the listener jar's launch hold (default: as in the real run).")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
 @click.option("--out", default="bench-results/scaling-frontier.json", show_default=True,
               type=click.Path(dir_okay=False))
 @click.option("--plot", default="bench-results/scaling-frontier.png", show_default=True,
               help="PNG of attainment against executor-seconds, a panel per staircase ('' to skip).")
-def bench_scaling_frontier(calibrate: str, staircases, grid, probe, seeds: int, seed: int, out: str,
+def bench_scaling_frontier(calibrate: str, staircases, grid, probe, launch_hold, seeds: int, seed: int, out: str,
                            plot: str) -> None:
     """Kingman's defaults against each baseline over a grid of its configs, at equal executor-seconds,
     simulated on the cluster a real run measured (no Spark)."""
@@ -243,7 +259,7 @@ def bench_scaling_frontier(calibrate: str, staircases, grid, probe, seeds: int, 
     except CalibrationError as exc:
         raise click.ClickException(f"--calibrate: {exc}") from None
     result = run_frontier(report, stairs, chosen, seeds=seeds, seed=seed,
-                          overrides=None if probe is None else {"live_probe": probe})
+                          overrides=_sim_overrides(probe, launch_hold))
     write_json(result, out, indent=2)
     click.echo(format_frontier(result))
     click.echo(f"wrote {out}", err=True)

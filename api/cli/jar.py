@@ -23,6 +23,7 @@ def jar(force: bool, submit_args: bool, endpoint: str, job: str | None, token: s
 
     spark-submit --jars "$(spark-governor jar)" --conf spark.extraListeners=io.sparkgovernor.SparkGovernorListener
     --conf spark.sql.streaming.streamingQueryListeners=io.sparkgovernor.SparkGovernorQueryListener
+    --conf spark.plugins=io.sparkgovernor.LaunchHold
     --conf spark.governor.endpoint=URL --conf spark.governor.job=NAME app.py
     """
     from spark_governor.collectors.jvm import build
