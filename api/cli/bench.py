@@ -133,21 +133,31 @@ def bench_scaling(ctx: click.Context, profiles: str, duration: float, seed: int,
             click.echo("matplotlib not installed: no plot", err=True)
 
 
+def _measured_cluster(f):
+    """``--calibrate`` and ``--staircases`` of the commands that simulate a measured cluster."""
+    f = click.option("--staircases", default=None,
+                     help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")(f)
+    return click.option("--calibrate", "calibrate", required=True, type=click.Path(dir_okay=False),
+                        help="A `bench scaling-real` JSON: the cluster it measured is simulated.")(f)
+
+
+def _simulated_runs(f):
+    """``--probe``, ``--launch-hold``, ``--seeds`` and ``--seed`` of the same commands."""
+    f = click.option("--seed", default=0, show_default=True, type=int, help="First seed.")(f)
+    f = click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")(f)
+    f = click.option("--launch-hold/--no-launch-hold", default=None,
+                     help="The simulated job runs the listener jar's launch hold (default: as in the real run).")(f)
+    return click.option("--probe/--no-probe", default=None,
+                        help="The simulated job's source is probed between batches (default: as in the real run).")(f)
+
+
 @bench.command("scaling-whatif")
-@click.option("--calibrate", "calibrate", required=True, type=click.Path(dir_okay=False),
-              help="A `bench scaling-real` JSON: the cluster it measured is simulated.")
-@click.option("--staircases", default=None,
-              help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
+@_measured_cluster
 @click.option("--variants", default=None,
               help='JSON object: variant name → Kingman config overrides, or {"policy": "threshold"} / '
                    '{"policy": "utilization-target"} for that policy (default: bench.scaling_whatif.VARIANTS: '
                    'spare 0, unless probed, 1 always (the default), 2 always).')
-@click.option("--probe/--no-probe", default=None,
-              help="The simulated job's source is probed between batches (default: as in the real run).")
-@click.option("--launch-hold/--no-launch-hold", default=None,
-              help="The simulated job runs the listener jar's launch hold (default: as in the real run).")
-@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
-@click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
+@_simulated_runs
 @click.option("--out", default="bench-results/scaling-whatif.json", show_default=True,
               type=click.Path(dir_okay=False))
 def bench_scaling_whatif(calibrate: str, staircases, variants, probe, launch_hold, seeds: int, seed: int,
@@ -221,19 +231,11 @@ def _frontier_grid(text: str) -> dict:
 
 
 @bench.command("scaling-frontier")
-@click.option("--calibrate", "calibrate", required=True, type=click.Path(dir_okay=False),
-              help="A `bench scaling-real` JSON: the cluster it measured is simulated.")
-@click.option("--staircases", default=None,
-              help="RATE,RATE,...xSECONDS;... (default: seven staircases with a 16 000 rows/s peak).")
+@_measured_cluster
 @click.option("--grid", default=None,
               help='JSON object: baseline → {config field: [values]}, every combination its config accepts '
                    '(default: bench.scaling_frontier.GRID, 33 threshold and 21 utilization-target configs).')
-@click.option("--probe/--no-probe", default=None,
-              help="The simulated job's source is probed between batches (default: as in the real run).")
-@click.option("--launch-hold/--no-launch-hold", default=None,
-              help="The simulated job runs the listener jar's launch hold (default: as in the real run).")
-@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 20), help="Seeds per run.")
-@click.option("--seed", default=0, show_default=True, type=int, help="First seed.")
+@_simulated_runs
 @click.option("--out", default="bench-results/scaling-frontier.json", show_default=True,
               type=click.Path(dir_okay=False))
 @click.option("--plot", default="bench-results/scaling-frontier.png", show_default=True,
