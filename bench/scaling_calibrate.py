@@ -159,6 +159,7 @@ def sim_params(report: dict, cluster: dict) -> tuple[SimParams, list[str]]:
         constraint_span_s=float(report["span_s"]), live_view=True, cluster_profile=True,
         live_probe=bool(report.get("source_probe", False)), surge_ratio=report.get("surge_ratio"),
         launch_hold=bool(report.get("launch_hold", False)), launch_hold_waves=hold_waves(report),
+        slot_hold=bool(report.get("slot_hold", False)),
         state_interval_s=STATE_INTERVAL_S, **{k: v for k, v in measured.items() if v is not None})
     return p, defaults
 

@@ -112,7 +112,8 @@ def main(argv=None) -> None:
                                   "applied": handle.reporter.apply_log,
                                   "warmed": dict(handle.warmer.ran_on) if handle.warmer else None,
                                   "warm_job_s": list(handle.warmer.job_s) if handle.warmer else None,
-                                  "held_s": dict(handle.warmer.held_s) if handle.warmer else None}) + "\n")
+                                  "held_s": dict(handle.warmer.held_s) if handle.warmer else None,
+                                  "slot_held_s": dict(handle.warmer.slot_held_s) if handle.warmer else None}) + "\n")
             out.flush()
             time.sleep(1)
     q.stop()

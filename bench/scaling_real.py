@@ -247,6 +247,9 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
     out["warm_job_s"] = next((x["warm_job_s"] for x in reversed(driver.samples()) if x.get("warm_job_s") is not None), [])
     # seconds the launch hold kept each added executor from tasks (collectors.launch_hold; empty without it)
     out["held_s"] = next((x["held_s"] for x in reversed(driver.samples()) if x.get("held_s") is not None), {})
+    # seconds each warm-up task kept its executor's slot after the warm-up (io.sparkgovernor.SlotHold)
+    out["slot_held_s"] = next((x["slot_held_s"] for x in reversed(driver.samples())
+                               if x.get("slot_held_s") is not None), {})
     out["evaluation_phase_s"] = evaluation_phase
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
@@ -316,6 +319,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
             "warm_executors": warm_executors, "launch_hold": launch_hold,
             "launch_hold_waves": launch_hold_waves() if launch_hold else None,
+            # the warm-up's tasks keep their slots by the hold's rule (io.sparkgovernor.SlotHold, since 2026-11-28)
+            "slot_hold": bool(launch_hold and warm_executors),
             "surge_ratio": settings.surge_ratio or None, "source_arrivals": SOURCE_ARRIVALS,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 

@@ -263,6 +263,7 @@ class Simulation:
                     "joins": [((e[3] - submitted) / 1000.0, e[0]) for e in busy for _ in range(p.cores_per_executor)],
                     "left": {e[0]: e[2] for e in self.s.execs},
                     "until": {e[0]: self._warm_until(e, submitted) for e in self.s.execs}}
+            self._slot_hold(warm, submitted)
             launch, finish, execs = warm_schedule(service, slot_execs, warm["joins"], warm["left"], warm["until"],
                                                   p.warmup_factor, self._crowded(submitted), p.startup_contention,
                                                   self._warmed_factors())
@@ -282,6 +283,41 @@ class Simulation:
     @staticmethod
     def _record(r: _Running) -> BatchRecord:
         return BatchRecord(r.batch_id, r.start / 1000.0, r.end / 1000.0, r.cut / 1000.0, r.rows, r.executors)
+
+    def _slot_hold(self, w: dict, submitted_ms: int) -> None:
+        """With ``SimParams.slot_hold`` (the launch hold plugin's, ``io.sparkgovernor.SlotHold``): a warmed
+        executor whose warm-up job ends while the stage has tasks waiting, at most ``launch_hold_waves`` × those
+        running, keeps its slot until the last of them launches on the other slots (at most
+        ``launch_hold_max_s``), and so takes none of them. Moves its joins in ``w["joins"]`` (seconds from
+        ``submitted_ms``), executors in the order their warm-ups end. The running tasks counted leave out those
+        of executors on their first task (``StageTasks.counts``: it frees its slot late); and it is kept only
+        when the last waiting task launches within (``slot_hold_factor`` − 1) × the stage's mean task time
+        (``LaunchHold.holdSlot``: sooner than the warmed executor, ×that factor, would end it)."""
+        if not self.p.slot_hold or not w["joins"]:
+            return
+        warmed = {e[0] for e in self.s.execs if e[4]}
+        joins = sorted(w["joins"])
+        order = [x for x in dict.fromkeys(x for _, x in joins) if x in warmed]
+        for k, ex in enumerate(order):
+            mine = [j for j, x in joins if x == ex]
+            # the schedule on the slots decided so far: the executors whose warm-up ends later are not counted
+            others = [(j, x) for j, x in joins if x != ex]
+            decided = [(j, x) for j, x in others if x not in order[k + 1:]]
+            launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], decided, w["left"], w["until"],
+                                                  self.p.warmup_factor, self._crowded(submitted_ms),
+                                                  self.p.startup_contention, self._warmed_factors())
+            at = min(mine)
+            waiting = launch[launch > at]
+            # the running tasks that free a slot soon: not those of executors on their first task (slow)
+            fresh = np.array([w["left"].get(int(x), 0) > 0 for x in execs], dtype=bool)
+            running = int(np.count_nonzero((launch <= at) & (finish > at) & ~fresh))
+            wait = float(waiting.max()) - at if len(waiting) else 0.0
+            task_s = float(np.mean(w["service"]))
+            if (len(waiting) and len(waiting) <= self.p.launch_hold_waves * running
+                    and wait < (self.p.slot_hold_factor - 1.0) * task_s):
+                until = min(float(waiting.max()) + 0.001, at + self.p.launch_hold_max_s)
+                joins = sorted(others + [(max(j, until), ex) for j in mine])
+        w["joins"] = joins
 
     def _warmed_factors(self) -> dict[int, float]:
         """The warmed executors' own warm-up factor (``SimParams.prewarm_factor``)."""
@@ -400,6 +436,7 @@ class Simulation:
             for e in self.s.execs[-joined:]:
                 w["joins"] += [((max(t, e[3]) - r.submitted) / 1000.0, e[0])] * p.cores_per_executor
                 w["left"][e[0]], w["until"][e[0]] = e[2], self._warm_until(e, r.submitted)
+            self._slot_hold(w, r.submitted)
             launch, finish, execs = warm_schedule(w["service"], w["slot_execs"], w["joins"], w["left"], w["until"],
                                                   p.warmup_factor, self._crowded(r.submitted), p.startup_contention,
                                                   self._warmed_factors())

@@ -123,6 +123,15 @@ class SimParams:
     # ... and only while the waiting tasks are at most this many times the running ones
     # (``spark.governor.launchHoldWaves``): with more, a cold executor still ends the stage sooner
     launch_hold_waves: float = 1.0
+    # ... and the warm-up's slot hold (``io.sparkgovernor.SlotHold``, with ``prewarm_s``): a warmed executor
+    # whose warm-up job ends while the stage has tasks waiting, at most ``launch_hold_waves`` × those running
+    # (not counting the tasks of executors on their first), keeps its slot until the last of them launched on
+    # the other executors (at most ``launch_hold_max_s``), when that comes within (``slot_hold_factor`` − 1) ×
+    # the stage's mean task time (``LaunchHold.holdSlot``; the plugin's ``spark.governor.slotHoldFactor``, not
+    # the measured ``prewarm_factor``). Runs before 2026-11-28 12:00 UTC had the launch hold without it
+    # (reports without ``slot_hold``)
+    slot_hold: bool = False
+    slot_hold_factor: float = 1.6
     # The job between batches (issue 14, "See the job between batches"): give the policies the view's
     # ``live`` state (running batch age, oldest unprocessed record, backlog and its trend) as the real
     # control plane does (``aggregators.liveness``), so their in-flight rules (``policies.in_flight``)

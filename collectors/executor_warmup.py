@@ -31,7 +31,10 @@ between RDD and SQL Python code), the worker imports pandas/pyarrow and the modu
   on the host: then it warms another executor, which costs a few milliseconds.
 - With the launch hold (``collectors.launch_hold``: the listener jar's Spark plugin keeps a new executor
   from tasks while a stage has tasks waiting) the warm-up waits until the executor launched; ``held_s``
-  records how long each was held.
+  records how long each was held. Its task then ends in the jar's ``io.sparkgovernor.SlotHold``: after the
+  imports it keeps the executor's slot while the hold's rule says the job's waiting tasks are the old
+  executors' to take (a warmed executor's first task still runs ×1.6–1.8, so taking one of them the moment
+  the warm-up ends would end the stage later); ``slot_held_s`` records how long.
 
 Units: seconds.
 """
@@ -50,6 +53,9 @@ log = logging.getLogger("spark_governor.executor_warmup")
 
 #: the modules a PySpark job's Python workers load for pandas/Arrow UDFs (``mapInPandas``, ``pandas_udf``)
 DEFAULT_MODULES = ("pandas", "pyarrow", "numpy")
+
+#: the row ``io.sparkgovernor.SlotHold`` ends each warm-up partition with (``SlotHold.HELD`` + ms)
+SLOT_HELD_PREFIX = "slot-held-ms:"
 
 #: the Spark job group of warm-up jobs (``SparkContext.setJobGroup``; ``JOB_GROUP:<executor id>`` per executor)
 JOB_GROUP = "spark-governor-warmup"
@@ -94,7 +100,8 @@ class ExecutorWarmer:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.warmed: list[str] = []  # executor ids, in the order their warm-up jobs ended
-        self.job_s: list[float] = []  # wall seconds of each warm-up job, submission to its end
+        self.imported: dict[str, list[str]] = {}  # executor id -> the modules its warm-up imported
+        self.job_s: list[float] = []  # wall seconds of each warm-up job, submission to its end, less slot_held_s
         self.ran_on: dict[str, str] = {}  # executor id -> the executor its warm-up task ran on (Spark's status store)
         self.busy: list[str] = []  # executors not warmed: running a task of the job already when they registered
         self.failed = 0  # warm-up jobs that raised
@@ -103,6 +110,7 @@ class ExecutorWarmer:
         self.hold = hold_configured(self.sc)
         self.hold_timeout_s = max_hold_s(self.sc) + 5.0 if self.hold else 0.0
         self.held_s: dict[str, float] = {}  # executor id -> seconds the launch hold kept it from tasks
+        self.slot_held_s: dict[str, float] = {}  # executor id -> seconds its warm-up task kept its slot (SlotHold)
 
     def __call__(self, event: dict) -> None:
         executor_id, host = event.get("Executor ID"), (event.get("Executor Info") or {}).get("Host")
@@ -139,8 +147,9 @@ class ExecutorWarmer:
                 return
             group = f"{JOB_GROUP}:{executor_id}"
             started = time.monotonic()
-            self.warm({executor_id: host}, group)
-            self.job_s.append(time.monotonic() - started)
+            self.imported[executor_id] = self.warm({executor_id: host}, group)
+            # the warm-up's own time: the slot kept after it (SlotHold) is the job's waiting tasks', not its
+            self.job_s.append(max(0.0, time.monotonic() - started - self.slot_held_s.get(executor_id, 0.0)))
             self.warmed.append(executor_id)
             self.ran_on.update(self.placements([executor_id], group))
         except Exception as exc:  # a stopped context, a refused job: the job itself goes on
@@ -154,7 +163,8 @@ class ExecutorWarmer:
 
     def warm(self, executors: dict[str, str], group: str = JOB_GROUP) -> list[str]:
         """Run one warm-up job in job group ``group``: a task per executor (id -> host) preferring it; returns
-        the modules each task imported (one entry per import). Blocks until the job ends."""
+        the modules each task imported (one entry per import). Blocks until the job ends. With the launch hold,
+        each task then keeps its slot as the hold's rule says (``SlotHold``; ``slot_held_s``)."""
         from pyspark.sql.classic.dataframe import DataFrame
 
         jvm, jsc = self.sc._jvm, self.sc._jsc.sc()
@@ -171,10 +181,33 @@ class ExecutorWarmer:
         frame = DataFrame(jds.toDF(), self.spark)
         self.sc.setJobGroup(group, f"spark-governor: warm executors {', '.join(executors)}", True)
         try:
-            return [r[0] for r in frame.mapInPandas(_import_modules(self.modules), "module string").collect()]
+            warmed = frame.mapInPandas(_import_modules(self.modules), "module string")
+            if not self.hold:
+                return [r[0] for r in warmed.collect()]
+            return self._keep_slots(warmed, list(executors))
         finally:
             for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
                 self.sc.setLocalProperty(key, None)
+
+    def _keep_slots(self, warmed, executors: list[str]) -> list[str]:
+        """Collect ``warmed`` (the warm-up's rows, a partition per executor) through the jar's ``SlotHold``:
+        each task keeps its slot after the imports while the launch hold's rule says so; records the seconds in
+        ``slot_held_s``; returns the modules imported."""
+        jvm = self.sc._jvm
+        hold_class = jvm.io.sparkgovernor.SlotHold
+        ids = self.sc._gateway.new_array(jvm.java.lang.String, len(executors))
+        for i, executor_id in enumerate(executors):
+            ids[i] = executor_id
+        rows = warmed._jdf.mapPartitions(hold_class(ids), jvm.org.apache.spark.sql.Encoders.STRING()).collectAsList()
+        prefix, modules, part = SLOT_HELD_PREFIX, [], 0
+        for row in (str(r) for r in rows):
+            if not row.startswith(prefix):
+                modules.append(row)
+                continue
+            if part < len(executors):  # the rows come partition by partition: this one closes executors[part]
+                self.slot_held_s[executors[part]] = int(row[len(prefix):]) / 1000.0
+            part += 1
+        return modules
 
     def placements(self, executors: list[str], group: str = JOB_GROUP, wait_s: float = 2.0) -> dict[str, str]:
         """Where the latest warm-up job of job group ``group`` ran its tasks: {executor it was for: executor it ran on}, from Spark's

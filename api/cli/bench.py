@@ -204,7 +204,8 @@ def _sim_overrides(probe, launch_hold) -> dict | None:
     if probe is not None:
         out["live_probe"] = probe
     if launch_hold is not None:
-        out.update(launch_hold=launch_hold, launch_hold_waves=1.0)  # the plugin's default rule
+        # the plugin's default rule, and the warm-up's slot hold with it
+        out.update(launch_hold=launch_hold, launch_hold_waves=1.0, slot_hold=launch_hold)
     return out or None
 
 

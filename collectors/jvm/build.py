@@ -56,6 +56,9 @@ CONFS = {
     "spark.governor.launchHoldPoll": "with the launch hold: how often it asks the driver (default 200ms)",
     "spark.governor.launchHoldWaves": "with the launch hold: an added executor waits only while the waiting tasks "
                                       "are at most this many times the running ones (default 1)",
+    "spark.governor.slotHoldFactor": "with the launch hold: a warmed executor keeps its slot while the old "
+                                     "executors launch the waiting tasks within (this - 1) x a task's time "
+                                     "(default 1.6)",
 }
 
 

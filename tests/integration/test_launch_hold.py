@@ -7,6 +7,10 @@ hold, Spark gives the added executors the stage's waiting tasks as they register
 once no task waits (held for seconds, less than the bound) and ``attach``'s warm-up then runs on each of them.
 The default rule (1 wave: wait only while the waiting tasks are at most the running ones) is checked on its own
 cases through py4j.
+
+The slot hold (``io.sparkgovernor.SlotHold``): 2 executors added while nothing runs warm, and the stage comes
+during their warm-up. With the plugin their warm-up tasks keep their slots until the warm executor has
+launched the stage's last task, so it runs all four; without it the warmed executors take waiting tasks.
 """
 import json
 import os
@@ -23,9 +27,10 @@ pytestmark = pytest.mark.spark
 JOB = Path(__file__).resolve().parent / "jar_jobs" / "launch_hold_job.py"
 
 
-def run(master: str, jar: str, hold: bool) -> dict:
+def run(master: str, jar: str, hold: bool, slot: bool = False) -> dict:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    proc = subprocess.run([sys.executable, str(JOB), master, jar, *(("--hold",) if hold else ())], env=env,
+    flags = (("--hold",) if hold else ()) + (("--slot",) if slot else ())
+    proc = subprocess.run([sys.executable, str(JOB), master, jar, *flags], env=env,
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and lines, (proc.stdout + proc.stderr)[-3000:]
@@ -42,7 +47,26 @@ def test_added_executors_take_no_waiting_task_while_held_and_are_warmed_after(st
     assert held["ran_on"] == {e: e for e in held["added"]}, held  # warmed, each on itself
     # the rule: wait while tasks wait, at most waves × the running ones
     assert held["rule"] == [False, True, False, True, True], held
+    # the slot rule: kept while the old slot frees within (factor − 1) × a task; unknown task time: the rule alone
+    assert held["rule_slot"] == [True, False, True, False], held
 
     free = run(standalone_cluster.url, jar, hold=False)
     assert len(free["added"]) == 2 and free["held_s"] == {}, free
+    assert {t["executor"] for t in free["tasks"]} & set(free["added"]), free  # without it they take waiting tasks
+
+
+def test_a_warmed_executor_keeps_its_slot_while_the_warm_executors_take_the_waiting_tasks(standalone_cluster):
+    jar = str(listener_jar(require))
+    held = run(standalone_cluster.url, jar, hold=True, slot=True)
+    assert len(held["first"]) == 1 and len(held["added"]) == 2, held
+    assert held["ran_on"] == {e: e for e in held["added"]}, held  # each warmed on itself
+    assert {t["executor"] for t in held["tasks"]} == set(held["first"]), held  # the warm one ran all four
+    assert set(held["slot_held_s"]) == set(held["added"]), held
+    assert all(0 < s < 60 for s in held["slot_held_s"].values()), held  # kept, then let go
+    # the warm-up's own time leaves the slot kept out: its task ran the warm-up and then kept the slot 5 s or more
+    assert min(held["slot_held_s"].values()) > 5, held
+    assert max(held["warm_job_s"]) < min(s for ss in held["warm_task_s"].values() for s in ss) - 5, held
+
+    free = run(standalone_cluster.url, jar, hold=False, slot=True)
+    assert free["ran_on"] == {e: e for e in free["added"]} and free["slot_held_s"] == {}, free
     assert {t["executor"] for t in free["tasks"]} & set(free["added"]), free  # without it they take waiting tasks

@@ -88,9 +88,9 @@ def test_cli_writes_the_report_and_the_plot_and_refuses_bad_input(tmp_path):
                                   "--launch-hold"])
     assert r.exit_code == 0, r.output
     report = json.loads(out.read_text())
-    # run 97 ran without the launch hold; --launch-hold simulates its cluster with it (the plugin's rule)
+    # run 97 ran without the launch hold; --launch-hold simulates its cluster with it (the plugin's rule, the slot hold)
     assert report["params"]["launch_hold"] is True and report["params"]["launch_hold_waves"] == 1.0
-    assert report["overrides"] == {"launch_hold": True, "launch_hold_waves": 1.0}
+    assert report["overrides"] == {"launch_hold": True, "launch_hold_waves": 1.0, "slot_hold": True}
     assert [row["policy"] for row in report["frontier"]] == ["utilization-target"]
     assert png.stat().st_size > 0 and "verdict" in r.output
     for bad, where in ((["--grid", "{"], "--grid"), (["--grid", '{"kingman": {"spare_executors": [0]}}'], "--grid"),

@@ -534,3 +534,25 @@ def test_with_the_launch_hold_an_executor_registering_while_tasks_wait_takes_non
     res = one.run()
     assert {e for s, _, e, _ in one.tasks if s == 4.0} == {0} and res.batches[0].end_s == pytest.approx(12.0)
     assert [t for t, reg, _ in res.timeline if reg == 2][0] == pytest.approx(11.001)
+
+
+def test_with_the_slot_hold_a_warmed_executor_takes_no_task_the_warm_ones_launch_sooner():
+    """2 warm executors run 4 tasks of 1 s from 4 s (2 waves: the stage ends at 6 s). A third registers at 3.5 s
+    with no task waiting, so it runs a 1.1 s warm-up job and its slot is free at 4.6 s, where it would take task
+    3 and run it ×1.5 (to 6.1 s). With the slot hold (``SimParams.slot_hold``: 2 tasks waiting behind 2 running,
+    whose slots free in 0.4 s, under (1.6 − 1) × 1 s) it keeps its slot until the last of them launched, takes
+    none, and the stage ends at 6 s. With a ``slot_hold_factor`` of 1.3 (0.4 s ≥ 0.3 s) it takes task 3 as
+    without the hold. Its next batch's first task runs ×1.5 either way."""
+    base = {**QUIET, "partitions": 4, "row_cost_s": 0.002, "eval_interval_s": 2.0, "up_delay_s": 1.5,
+            "prewarm_s": 1.1, "prewarm_factor": 1.5, "warmup_factor": 3.0}
+    ctrl = lambda: Controller(OneStepUp(3, 2.0), SafetyConfig(min_value=1, max_value=4, cooldown_intervals_after_any=0), 2)
+    ends, took = {}, {}
+    for name, extra in (("free", {}), ("held", {"launch_hold": True, "slot_hold": True}),
+                        ("low", {"launch_hold": True, "slot_hold": True, "slot_hold_factor": 1.3})):
+        sim = Recording(rate, 12.0, ctrl(), SimParams(**base, **extra))
+        res = sim.run()
+        assert [t for t, reg, _ in res.timeline if reg == 3][0] == pytest.approx(3.5)
+        ends[name] = res.batches[0].end_s
+        took[name] = sorted((part, svc) for s, part, e, svc in sim.tasks if s == 4.0 and e == 2)
+    assert ends["free"] == ends["low"] == pytest.approx(6.1) and took["free"] == took["low"] == [(2, pytest.approx(1.5))]
+    assert ends["held"] == pytest.approx(6.0) and took["held"] == []
