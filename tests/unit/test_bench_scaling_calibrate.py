@@ -662,3 +662,22 @@ def test_the_launch_hold_is_simulated_as_the_run_had_it():
     # run 99's cluster and job simulated with the hold: Kingman over the goal (its run without: under)
     on = run_calibration(dict(without, launch_hold=True, launch_hold_waves=1.0), seed=0, seeds=10)
     assert next(r for r in on["results"] if r["policy"] == "kingman")["sim"]["slo_attainment_windows"] >= 0.95
+
+
+def test_the_slot_hold_is_simulated_as_the_run_had_it():
+    """Run 104 (2026-11-28 11:19 UTC, the default staircase, every policy at its defaults) ran the launch hold
+    with the warm-up's slot hold (``slot_hold`` in the report): Kingman's 2 warmed executors kept their slots
+    2.4 s while the step batch's waiting tasks launched on the old ones. The simulator reads it and follows every
+    policy within 5 points; reports written before it (run 101) are simulated without it."""
+    data = Path(__file__).resolve().parent.parent / "data"
+    slot = load_report(data / "scaling-real-2026-11-28-1119.json")
+    assert slot["slot_hold"] is True and slot["launch_hold"] is True
+    king_run = next(r for r in slot["results"] if r["policy"] == "kingman")
+    assert sorted(king_run["slot_held_s"].values())[-2:] == [pytest.approx(2.45, abs=0.01)] * 2
+    p, _ = sim_params(slot, cluster_params(slot))
+    assert p.slot_hold and p.launch_hold
+    older, _ = sim_params(load_report(data / "scaling-real-2026-11-28-0811.json"), cluster_params(slot))
+    assert older.launch_hold and not older.slot_hold
+    out = run_calibration(slot, seed=0, seeds=10)
+    assert out["within_goal"] is True, out["max_abs_gap_points"]
+    assert all(r["real"]["slo_attainment_windows"] == 1.0 for r in out["results"])
