@@ -195,9 +195,15 @@ public final class LaunchHold implements SparkPlugin {
      */
     public static long awaitSlot(int stageId) {
         PluginContext ctx = executorContext;
-        if (ctx == null) {
-            return 0L;
-        }
+        return ctx == null ? 0L : askWhileHeld(ctx, ASK_SLOT + " " + ctx.executorID() + " " + stageId);
+    }
+
+    /**
+     * Ask the driver {@code "<question> <ms held> [final]"} every {@code spark.governor.launchHoldPoll} while it
+     * answers "no", at most {@code spark.governor.launchHoldMax} in all (the last ask says "final"); returns
+     * the ms waited. An error (no driver plugin, a timeout) or an interrupt ends the wait at once.
+     */
+    static long askWhileHeld(PluginContext ctx, String question) {
         long max = ctx.conf().getTimeAsMs("spark.governor.launchHoldMax", "10s");
         long poll = Math.max(10L, ctx.conf().getTimeAsMs("spark.governor.launchHoldPoll", "200ms"));
         long start = System.currentTimeMillis();
@@ -206,8 +212,7 @@ public final class LaunchHold implements SparkPlugin {
             boolean last = held >= max;
             Object answer;
             try {
-                answer = ctx.ask(ASK_SLOT + " " + ctx.executorID() + " " + stageId + " " + held
-                                 + (last ? " final" : ""));
+                answer = ctx.ask(question + " " + held + (last ? " final" : ""));
             } catch (Exception e) {
                 return held;
             }
@@ -230,28 +235,7 @@ public final class LaunchHold implements SparkPlugin {
                 return;  // local mode: the one executor is the driver, built before the driver plugin listens
             }
             executorContext = ctx;
-            long max = ctx.conf().getTimeAsMs("spark.governor.launchHoldMax", "10s");
-            long poll = Math.max(10L, ctx.conf().getTimeAsMs("spark.governor.launchHoldPoll", "200ms"));
-            long start = System.currentTimeMillis();
-            while (true) {
-                long held = System.currentTimeMillis() - start;
-                boolean last = held >= max;
-                Object answer;
-                try {
-                    answer = ctx.ask(ASK + " " + ctx.executorID() + " " + held + (last ? " final" : ""));
-                } catch (Exception e) {
-                    return;  // no driver plugin, a timeout: launch now
-                }
-                if (last || !"no".equals(answer)) {
-                    return;
-                }
-                try {
-                    Thread.sleep(Math.min(poll, Math.max(1L, max - held)));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    return;
-                }
-            }
+            askWhileHeld(ctx, ASK + " " + ctx.executorID());  // launches when it returns
         }
     }
 }
