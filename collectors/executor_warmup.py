@@ -57,6 +57,9 @@ DEFAULT_MODULES = ("pandas", "pyarrow", "numpy")
 #: the row ``io.sparkgovernor.SlotHold`` ends each warm-up partition with (``SlotHold.HELD`` + ms)
 SLOT_HELD_PREFIX = "slot-held-ms:"
 
+#: the row the warm-up task yields for a module its worker could not import (+ ``<module>: <error>``)
+IMPORT_FAILED_PREFIX = "import-failed:"
+
 #: the Spark job group of warm-up jobs (``SparkContext.setJobGroup``; ``JOB_GROUP:<executor id>`` per executor)
 JOB_GROUP = "spark-governor-warmup"
 
@@ -68,7 +71,9 @@ def executor_location(host: str, executor_id: str) -> str:
 
 def _import_modules(modules: Sequence[str]):
     """The warm-up task, a ``mapInPandas`` function (runs in the executor's Python worker for Arrow UDFs):
-    import ``modules``; one row per module that imported. A module the worker's Python lacks is skipped."""
+    import ``modules``; one row per module that imported, and for a module the worker could not import (not
+    installed there, not shipped with ``--py-files``, or raising on import) a row ``import-failed:<module>:
+    <error>``: the job is not failed for it, and the driver reports it (:attr:`ExecutorWarmer.import_errors`)."""
     def task(frames: Iterable[Any]):
         import importlib
 
@@ -81,8 +86,8 @@ def _import_modules(modules: Sequence[str]):
             try:
                 importlib.import_module(name)
                 names.append(name)
-            except Exception:
-                pass
+            except BaseException as exc:  # noqa: BLE001 - a module may raise anything, even SystemExit
+                names.append(f"{IMPORT_FAILED_PREFIX}{name}: {exc.__class__.__name__}: {exc}"[:300])
         yield pd.DataFrame({"module": names})
     return task
 
@@ -101,6 +106,7 @@ class ExecutorWarmer:
         self._threads: list[threading.Thread] = []
         self.warmed: list[str] = []  # executor ids, in the order their warm-up jobs ended
         self.imported: dict[str, list[str]] = {}  # executor id -> the modules its warm-up imported
+        self.import_errors: dict[str, str] = {}  # module -> why an executor's worker could not import it (first seen)
         self.job_s: list[float] = []  # wall seconds of each warm-up job, submission to its end, less slot_held_s
         self.ran_on: dict[str, str] = {}  # executor id -> the executor its warm-up task ran on (Spark's status store)
         self.busy: list[str] = []  # executors not warmed: running a task of the job already when they registered
@@ -182,17 +188,33 @@ class ExecutorWarmer:
         self.sc.setJobGroup(group, f"spark-governor: warm executors {', '.join(executors)}", True)
         try:
             warmed = frame.mapInPandas(_import_modules(self.modules), "module string")
-            if not self.hold:
-                return [r[0] for r in warmed.collect()]
-            return self._keep_slots(warmed, list(executors))
+            rows = [r[0] for r in warmed.collect()] if not self.hold else self._keep_slots(warmed, list(executors))
+            return self._imports(rows)
         finally:
             for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
                 self.sc.setLocalProperty(key, None)
 
+    def _imports(self, rows: list[str]) -> list[str]:
+        """The modules imported, of the warm-up's module rows; a module that failed is kept in ``import_errors``
+        and logged once as a warning (the warm-up then leaves that import to the job's first task)."""
+        imported = []
+        for row in rows:
+            if not row.startswith(IMPORT_FAILED_PREFIX):
+                imported.append(row)
+                continue
+            name, _, error = row[len(IMPORT_FAILED_PREFIX):].partition(": ")
+            with self._lock:
+                first = name not in self.import_errors
+                self.import_errors.setdefault(name, error)
+            if first:
+                log.warning("spark-governor: the executor warm-up could not import %r (%s); the job's first task "
+                            "there imports it cold", name, error)
+        return imported
+
     def _keep_slots(self, warmed, executors: list[str]) -> list[str]:
         """Collect ``warmed`` (the warm-up's rows, a partition per executor) through the jar's ``SlotHold``:
         each task keeps its slot after the imports while the launch hold's rule says so; records the seconds in
-        ``slot_held_s``; returns the modules imported."""
+        ``slot_held_s``; returns the module rows."""
         jvm = self.sc._jvm
         hold_class = jvm.io.sparkgovernor.SlotHold
         ids = self.sc._gateway.new_array(jvm.java.lang.String, len(executors))

@@ -42,6 +42,8 @@ CONFS = {
     "spark.governor.tokenFile": "read the token from this file instead (e.g. a mounted Secret); else $SPARK_GOVERNOR_TOKEN",
     "spark.governor.interval": "reporting interval (default 1s)",
     "spark.governor.heartbeat": "report at least this often, to fetch directives (default 5s)",
+    "spark.governor.stateInterval": "while a streaming query is known, report its state (running batch, backlog, "
+                                    "liveness) at least this often (default 1s)",
     "spark.governor.postTimeout": "total deadline of one POST (default 5s)",
     "spark.governor.connectTimeout": "TCP connect timeout (default 1s)",
     "spark.governor.maxRetries": "retries of one failed report before it is dropped and counted (default 3)",

@@ -6,7 +6,10 @@
 * a small Java streaming job (compiled here) on a standalone cluster reports, and executor directives change its
   executors;
 * a Spark Connect server started with the jar reports a Connect client's streaming query, and applies an executor
-  directive.
+  directive;
+* the jar alone shows the job between its batches (issue #14): a batch running far past the bound is seen running,
+  with its id and age, its spans are counted violated and the executor policy scales out, all before it completes;
+  the query is then reported idle (no new data), not stuck, and terminated when it stops.
 """
 from __future__ import annotations
 
@@ -184,3 +187,56 @@ def test_spark_connect_client_query_reports_and_applies_executors(jar, plane, st
             finally:
                 stop(client)
         stop(server)
+
+
+def test_the_jar_alone_shows_a_long_batch_before_it_completes_and_then_an_idle_query(jar, plane, tmp_path):
+    name, bound_ms, sleep_s = "jar-live", 3000, 16.0
+    auth_put = lambda path, body: requests.put(f"{plane.url}{path}", headers=AUTH, json=body, timeout=10)  # noqa: E731
+    assert auth_put(f"/api/v1/jobs/{name}/constraints/e2e?register=true", {"bound_ms": bound_ms, "span_s": 1.0}).ok
+    inputs, marks = tmp_path / "in", tmp_path / "marks"
+    inputs.mkdir()
+    marks.mkdir()
+    proc = spark_submit([*LOCAL, *jar_confs(jar, plane.url, name), str(JOBS / "long_batch.py"), str(inputs),
+                         str(tmp_path / "ckpt"), str(marks), str(sleep_s), "12"], tmp_path / "driver.log")
+
+    def live() -> dict:
+        return requests.get(f"{plane.url}/api/v1/jobs/{name}/live", timeout=10).json().get("live") or {}
+
+    try:
+        wait_for(lambda: (marks / "sleeping").exists() or proc.poll() is not None, 240, 0.2, "the long batch")
+        assert proc.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+        r = auth_put(f"/api/v1/jobs/{name}/policies/threshold?register=true",
+                     {"mode": "act", "config": {"scaling_interval_s": 2.0, "max_value": 8}})
+        assert r.status_code == 200, r.text
+        started = float((marks / "sleeping").read_text())
+        seen = wait_for(lambda: (s := live()).get("status") == "running"
+                        and (s.get("running_batch_age_s") or 0) * 1000 > bound_ms and s, sleep_s, 0.25,
+                        "the running batch's age past the bound, from the jar")
+        assert seen["running_batch_id"] == 1  # a file source: its offsets count files, not rows (no backlog)
+        (q,) = seen["queries"]
+        assert q["trigger_interval_s"] == 1.0 and q["last_batch_id"] == 0  # polled from the driver's session
+
+        def violated():
+            spans = requests.get(f"{plane.url}/api/v1/jobs/{name}/constraints/e2e?spans=60", timeout=10).json()["spans"]
+            return [s for s in spans if s["source"] == "in-flight" and s["start_ms"] >= started * 1000 - 1000]
+
+        flight = wait_for(violated, sleep_s, 0.25, "a violated span without a completed batch")
+        assert all(not s["attained"] and s["latency_ms"] > bound_ms and s["batches"] == 0 for s in flight)
+
+        def scaled_out():
+            items = requests.get(f"{plane.url}/api/v1/jobs/{name}/decisions?limit=1000", timeout=10).json()["decisions"]
+            return [d for d in items if d["knob"] == "executors" and d["inputs"].get("running_batch_id") == 1
+                    and isinstance(d["new_value"], (int, float)) and d["new_value"] > (d["old_value"] or 0)]
+
+        (up, *_) = wait_for(scaled_out, sleep_s, 0.25, "a scale-out decision on the batch in flight")
+        assert "before it completes" in up["reason"]
+        assert not (marks / "woke").exists(), "the batch completed before the control plane saw it"
+        # no new data after it: idle, not stuck; then terminated when the job stops it
+        idle = wait_for(lambda: (s := live()).get("status") == "idle" and s, 60, 0.5, "the idle query")
+        assert idle["running_batch_age_s"] is None and not idle["backlog_rows"]
+        assert (marks / "woke").exists()
+        proc.wait(120)
+        assert proc.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+        assert live().get("status") == "terminated", live()
+    finally:
+        stop(proc)

@@ -10,7 +10,10 @@ pytestmark = pytest.mark.spark
 
 def test_a_warm_up_job_imports_the_modules_on_each_executor_and_says_where_it_ran(spark):
     warmer = ExecutorWarmer(spark, ("pandas", "pyarrow", "no_such_module_sg"))
-    assert warmer.warm({"driver": "localhost"}) == ["pandas", "pyarrow"]  # the missing module is skipped
+    assert warmer.warm({"driver": "localhost"}) == ["pandas", "pyarrow"]  # the missing module is skipped...
+    # ...and said: which module, and why
+    assert list(warmer.import_errors) == ["no_such_module_sg"]
+    assert warmer.import_errors["no_such_module_sg"].startswith("ModuleNotFoundError: No module named")
     assert warmer.placements(["driver"]) == {"driver": "driver"}
     job = max(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))
     assert spark.sparkContext.statusTracker().getJobInfo(job).status == "SUCCEEDED"

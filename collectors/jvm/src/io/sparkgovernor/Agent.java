@@ -33,7 +33,11 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
 import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.streaming.StreamingQueryListener;
 import org.apache.spark.sql.streaming.StreamingQueryProgress;
+import org.apache.spark.sql.streaming.StreamingQueryStatus;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -55,12 +59,15 @@ import scala.Option;
  *       (connection refused, timeout, 5xx) is retried unchanged (same seq: idempotent ingest) at most
  *       {@code spark.governor.maxRetries} times with exponential backoff, then dropped and its records
  *       counted in {@code dropped_total}. A report refused with 4xx is discarded and counted.</li>
+ *   <li>Each report also carries the state of every streaming query between its micro-batches
+ *       ({@link QueryStates}: running batch and its age, trigger interval, liveness, source offsets and backlog;
+ *       report schema v2), at least every {@code spark.governor.stateInterval} while a query is known.</li>
  *   <li>Directives come back on the response; the executor count is applied here (SparkContext
  *       developer API), every other knob is acknowledged as not supported by a jar-only attachment.</li>
  * </ul>
  */
 final class Agent {
-    static final int SCHEMA_VERSION = 1;
+    static final int SCHEMA_VERSION = 2;
     static final List<String> KNOBS = Arrays.asList("executors", "batch_interval", "partition_plan", "exchanges");
     static final Map<String, String> UNSUPPORTED = new LinkedHashMap<>();
 
@@ -85,6 +92,7 @@ final class Agent {
     private final String token;
     private final long intervalMs;
     private final long heartbeatMs;
+    private final long stateIntervalMs;
     private final long postTimeoutMs;
     private final long stopTimeoutMs;
     private final int maxRetries;
@@ -100,6 +108,8 @@ final class Agent {
     private final ArrayDeque<Translator.Record> outbox = new ArrayDeque<>();
     private final Translator translator;
     private final ObjectMapper mapper = new ObjectMapper();
+    final QueryStates queryStates = new QueryStates(mapper);
+    private final Map<String, String> triggers = new LinkedHashMap<>();  // run id -> trigger toString ("": unknown)
     private final HttpClient client;
     private final Semaphore wake = new Semaphore(0);
     private final Thread thread;
@@ -212,6 +222,7 @@ final class Agent {
         token = token(conf);
         intervalMs = Math.max(10, conf.getTimeAsMs("spark.governor.interval", "1s"));
         heartbeatMs = Math.max(intervalMs, conf.getTimeAsMs("spark.governor.heartbeat", "5s"));
+        stateIntervalMs = Math.max(10, conf.getTimeAsMs("spark.governor.stateInterval", "1s"));
         long connectMs = Math.max(1, conf.getTimeAsMs("spark.governor.connectTimeout", "1s"));
         postTimeoutMs = Math.max(1, conf.getTimeAsMs("spark.governor.postTimeout", "5s"));
         stopTimeoutMs = Math.max(0, conf.getTimeAsMs("spark.governor.stopTimeout", "3s"));
@@ -232,7 +243,28 @@ final class Agent {
     }
 
     // -- producer side (Spark's listener threads) ----------------------------------------------------
-    /** Queue a SparkListenerEvent or a StreamingQueryProgress; never blocks, never throws. */
+    /** A StreamingQueryListener event other than progress ("started", "idle", "terminated"), queued as is. */
+    static final class QueryEvent {
+        final String kind;
+        final StreamingQueryListener.Event event;
+
+        QueryEvent(String kind, StreamingQueryListener.Event event) {
+            this.kind = kind;
+            this.event = event;
+        }
+
+        String json() {
+            if (event instanceof StreamingQueryListener.QueryStartedEvent) {
+                return ((StreamingQueryListener.QueryStartedEvent) event).json();
+            }
+            if (event instanceof StreamingQueryListener.QueryIdleEvent) {
+                return ((StreamingQueryListener.QueryIdleEvent) event).json();
+            }
+            return ((StreamingQueryListener.QueryTerminatedEvent) event).json();
+        }
+    }
+
+    /** Queue a SparkListenerEvent, a StreamingQueryProgress or a {@link QueryEvent}; never blocks, never throws. */
     void offer(Object item) {
         try {
             while (!raw.offer(item)) {
@@ -315,6 +347,7 @@ final class Agent {
     private void loop() {
         long now = System.currentTimeMillis();
         long nextSend = now + intervalMs;
+        long nextPoll = now;
         long lastAck = now;
         long backoff = Math.min(500, intervalMs);
         while (true) {
@@ -325,21 +358,27 @@ final class Agent {
                 }
                 drain(2000);
                 now = System.currentTimeMillis();
+                if (now >= nextPoll) {
+                    poll(now);
+                    nextPoll = now + stateIntervalMs;
+                }
                 if (now >= nextSend) {
-                    if (pending != null || !outbox.isEmpty() || !acks.isEmpty() || now - lastAck >= heartbeatMs) {
+                    boolean stateDue = queryStates.active() && now - lastAck >= stateIntervalMs;
+                    if (pending != null || !outbox.isEmpty() || !acks.isEmpty() || now - lastAck >= heartbeatMs
+                            || stateDue) {
                         if (sendOnce(postTimeoutMs)) {
                             lastAck = System.currentTimeMillis();
                             backoff = Math.min(500, intervalMs);
-                            nextSend = outbox.size() >= maxBatch ? now : now + intervalMs;
+                            nextSend = outbox.size() >= maxBatch ? now : now + sendInterval();
                         } else {
                             nextSend = now + backoff;
                             backoff = Math.min(30_000, backoff * 2);
                         }
                     } else {
-                        nextSend = now + intervalMs;
+                        nextSend = now + sendInterval();
                     }
                 }
-                long wait = Math.max(1, Math.min(50, nextSend - System.currentTimeMillis()));
+                long wait = Math.max(1, Math.min(50, Math.min(nextSend, nextPoll) - System.currentTimeMillis()));
                 if (wake.tryAcquire(wait, TimeUnit.MILLISECONDS)) {
                     wake.drainPermits();
                 }
@@ -356,14 +395,65 @@ final class Agent {
         }
     }
 
+    /** Milliseconds between reports: the interval, at most the state interval while a query is known. */
+    private long sendInterval() {
+        return queryStates.active() ? Math.min(intervalMs, stateIntervalMs) : intervalMs;
+    }
+
+    /** Poll the default session's active streaming queries (status and trigger) into {@link #queryStates}. */
+    private void poll(long now) {
+        List<QueryStates.Poll> polls = new ArrayList<>();
+        try {
+            Option<org.apache.spark.sql.classic.SparkSession> session =
+                    org.apache.spark.sql.classic.SparkSession$.MODULE$.getDefaultSession();
+            if (session == null || !session.isDefined()) {
+                return;  // no session of this JVM's own (a Connect server's sessions report by events alone)
+            }
+            for (StreamingQuery q : session.get().streams().active()) {
+                String runId = q.runId().toString();
+                String trigger = triggers.get(runId);
+                if (trigger == null) {
+                    trigger = triggerOf(q);
+                    if (triggers.size() >= 256) {
+                        triggers.remove(triggers.keySet().iterator().next());
+                    }
+                    triggers.put(runId, trigger);
+                }
+                StreamingQueryStatus status = q.status();
+                polls.add(new QueryStates.Poll(q.id().toString(), runId, q.name(), trigger.isEmpty() ? null : trigger,
+                        status.message(), status.isDataAvailable(), status.isTriggerActive()));
+            }
+        } catch (Throwable t) {  // the session may be stopping; the events still tell the story
+            lastError = "query status: " + t;
+            return;
+        }
+        try {
+            queryStates.onStatus(polls, now);
+        } catch (Throwable t) {
+            lastError = "query state: " + t;
+        }
+    }
+
+    /** The query's trigger as its toString (``ProcessingTimeTrigger(1000)``), "" when it cannot be read. */
+    private static String triggerOf(StreamingQuery q) {
+        try {  // StreamingQueryWrapper.streamingQuery().trigger(): internal classes, by reflection
+            Object execution = q.getClass().getMethod("streamingQuery").invoke(q);
+            return String.valueOf(execution.getClass().getMethod("trigger").invoke(execution));
+        } catch (Throwable t) {
+            return "";
+        }
+    }
+
     private void finalFlush() {
+        boolean states = true;  // one last report of the queries' states (a query stopped with the application)
         while (System.currentTimeMillis() < finalDeadline) {
             while (!raw.isEmpty()) {
                 drain(10_000);
             }
-            if (pending == null && outbox.isEmpty() && acks.isEmpty()) {
+            if (pending == null && outbox.isEmpty() && acks.isEmpty() && !(states && queryStates.active())) {
                 return;
             }
+            states = false;
             long left = finalDeadline - System.currentTimeMillis();
             if (left <= 0 || !sendOnce(Math.min(postTimeoutMs, left))) {
                 return;
@@ -376,12 +466,15 @@ final class Agent {
         raw.drainTo(items, limit);
         for (Object item : items) {
             List<Translator.Record> records;
+            JsonNode progress = null;
             try {
                 if (item instanceof SparkListenerEvent) {
                     records = translator.handle((SparkListenerEvent) item);
                 } else if (item instanceof StreamingQueryProgress) {
-                    JsonNode p = mapper.readTree(((StreamingQueryProgress) item).json());
-                    records = Collections.singletonList(new Translator.Record("batch", Batches.record(p, mapper)));
+                    progress = mapper.readTree(((StreamingQueryProgress) item).json());
+                    records = Collections.singletonList(new Translator.Record("batch", Batches.record(progress, mapper)));
+                } else if (item instanceof QueryEvent) {
+                    records = Collections.emptyList();
                 } else {
                     continue;
                 }
@@ -390,6 +483,7 @@ final class Agent {
                 lastError = "conversion: " + t;
                 continue;
             }
+            track(item, progress);
             for (Translator.Record r : records) {
                 if (outbox.size() >= maxQueue) {
                     outbox.pollFirst();
@@ -397,6 +491,27 @@ final class Agent {
                 }
                 outbox.addLast(r);
             }
+        }
+    }
+
+    /** Feed the query tracker; its failure never costs the event's own records. */
+    private void track(Object item, JsonNode progress) {
+        try {
+            if (item instanceof SparkListenerJobStart) {
+                SparkListenerJobStart start = (SparkListenerJobStart) item;
+                java.util.Properties props = start.properties();
+                if (props != null) {
+                    queryStates.onJobStart(props.getProperty(QueryStates.QUERY_ID),
+                            props.getProperty(QueryStates.BATCH_ID), start.time());
+                }
+            } else if (progress != null) {
+                queryStates.onProgress(progress);
+            } else if (item instanceof QueryEvent) {
+                QueryEvent e = (QueryEvent) item;
+                queryStates.onQueryEvent(e.kind, mapper.readTree(e.json()), System.currentTimeMillis());
+            }
+        } catch (Throwable t) {
+            lastError = "query state: " + t;
         }
     }
 
@@ -498,6 +613,10 @@ final class Agent {
         report.put("tasks", tasks);
         report.put("batches", batches);
         report.put("executors", executorEvents);
+        List<Map<String, Object>> states = queryStates.snapshot(System.currentTimeMillis());
+        if (!states.isEmpty()) {
+            report.put("queries", states);
+        }
         ByteArrayOutputStream buf = new ByteArrayOutputStream();
         try (GZIPOutputStream gz = new GZIPOutputStream(buf)) {
             mapper.writeValue(gz, report);

@@ -6,7 +6,9 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.zip.GZIPInputStream;
 
@@ -14,6 +16,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.util.JsonProtocol;
 
 /**
@@ -24,6 +27,13 @@ import org.apache.spark.util.JsonProtocol;
  * {@code {"Event": "progress", "progress": {...}}} (a StreamingQueryProgress JSON). Prints one JSON
  * line per wire record ({@code {"kind": ..., "record": ...}}), then the templates seen and the
  * orphaned count, so the records can be compared with {@code collectors/events.py} on the same log.
+ *
+ * <p>The same events also drive the query-state tracker ({@link QueryStates}), with three more kinds of line:
+ * {@code {"Event": "query", "kind": "started"|"idle"|"terminated", "event": {...}, "now_ms": N}} (a
+ * StreamingQueryListener event's JSON), {@code {"Event": "status", "polls": [...], "now_ms": N}} (a status poll:
+ * id, run_id, name, trigger, message, isDataAvailable, isTriggerActive) and {@code {"Event": "snapshot",
+ * "now_ms": N}}, which prints {@code {"kind": "queries", "record": [...]}}: the QueryStateRecords of
+ * {@code collectors/query_state.py} on the same sequence.
  */
 public final class Replay {
     private Replay() {
@@ -32,6 +42,7 @@ public final class Replay {
     public static void main(String[] args) throws Exception {
         ObjectMapper mapper = new ObjectMapper();
         Translator translator = new Translator(null, 1);
+        QueryStates states = new QueryStates(mapper);
         PrintStream out = new PrintStream(System.out, false, "UTF-8");
         InputStream in = new FileInputStream(args[0]);
         if (args[0].endsWith(".gz")) {
@@ -44,11 +55,41 @@ public final class Replay {
                     continue;
                 }
                 JsonNode node = mapper.readTree(line);
-                if ("progress".equals(node.path("Event").asText())) {
+                String kind = node.path("Event").asText();
+                if ("progress".equals(kind)) {
                     print(out, mapper, "batch", Batches.record(node.get("progress"), mapper));
+                    states.onProgress(node.get("progress"));
+                    continue;
+                }
+                if ("query".equals(kind)) {
+                    states.onQueryEvent(node.path("kind").asText(), node.get("event"), node.path("now_ms").asLong());
+                    continue;
+                }
+                if ("status".equals(kind)) {
+                    List<QueryStates.Poll> polls = new ArrayList<>();
+                    for (JsonNode p : node.path("polls")) {
+                        polls.add(new QueryStates.Poll(text(p, "id"), text(p, "run_id"), text(p, "name"),
+                                text(p, "trigger"), text(p, "message"), p.path("isDataAvailable").asBoolean(),
+                                p.path("isTriggerActive").asBoolean()));
+                    }
+                    states.onStatus(polls, node.path("now_ms").asLong());
+                    continue;
+                }
+                if ("snapshot".equals(kind)) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("kind", "queries");
+                    m.put("record", states.snapshot(node.path("now_ms").asLong()));
+                    out.println(mapper.writeValueAsString(m));
                     continue;
                 }
                 SparkListenerEvent event = JsonProtocol.sparkEventFromJson(line);
+                if (event instanceof SparkListenerJobStart) {
+                    java.util.Properties props = ((SparkListenerJobStart) event).properties();
+                    if (props != null) {
+                        states.onJobStart(props.getProperty(QueryStates.QUERY_ID),
+                                props.getProperty(QueryStates.BATCH_ID), ((SparkListenerJobStart) event).time());
+                    }
+                }
                 for (Translator.Record r : translator.handle(event)) {
                     print(out, mapper, r.kind, r.body);
                 }
@@ -62,6 +103,11 @@ public final class Replay {
         tail.put("slots", translator.slots());
         out.println(mapper.writeValueAsString(tail));
         out.flush();
+    }
+
+    private static String text(JsonNode node, String field) {
+        JsonNode n = node.get(field);
+        return n == null || n.isNull() ? null : n.asText();
     }
 
     private static void print(PrintStream out, ObjectMapper mapper, String kind, Map<String, Object> body)

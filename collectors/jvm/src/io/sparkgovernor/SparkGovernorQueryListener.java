@@ -7,7 +7,8 @@ import org.apache.spark.sql.streaming.StreamingQueryListener;
  * spark-governor's StreamingQueryListener, attached by configuration only:
  * {@code --conf spark.sql.streaming.streamingQueryListeners=io.sparkgovernor.SparkGovernorQueryListener}.
  * Spark creates one per session (every Spark Connect session too); all share the JVM's {@link Agent}.
- * {@code onQueryProgress} only queues the progress object; its JSON is rendered by the reporter thread.
+ * Each callback only queues the event object (progress, started, idle, terminated); its JSON is rendered by the
+ * reporter thread, which keeps each query's state between micro-batches ({@link QueryStates}).
  */
 public class SparkGovernorQueryListener extends StreamingQueryListener {
     private final Agent agent;
@@ -22,6 +23,9 @@ public class SparkGovernorQueryListener extends StreamingQueryListener {
 
     @Override
     public void onQueryStarted(QueryStartedEvent event) {
+        if (agent != null) {
+            agent.offer(new Agent.QueryEvent("started", event));
+        }
     }
 
     @Override
@@ -32,6 +36,16 @@ public class SparkGovernorQueryListener extends StreamingQueryListener {
     }
 
     @Override
+    public void onQueryIdle(QueryIdleEvent event) {
+        if (agent != null) {
+            agent.offer(new Agent.QueryEvent("idle", event));
+        }
+    }
+
+    @Override
     public void onQueryTerminated(QueryTerminatedEvent event) {
+        if (agent != null) {
+            agent.offer(new Agent.QueryEvent("terminated", event));
+        }
     }
 }
