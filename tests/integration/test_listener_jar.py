@@ -175,6 +175,11 @@ def test_spark_connect_client_query_reports_and_applies_executors(jar, plane, st
         assert {"MicroBatchScan", "StateStoreSave"} <= {op for s in found for op in s["operators"]}
         batches = requests.get(f"{plane.url}/api/v1/jobs/connect-job/batches", timeout=10).json()["batches"]
         assert {b["name"] for b in batches} == {"connect_rate_count"}
+        # the client's query between batches, polled from the server's shared state (not its own session)
+        state = requests.get(f"{plane.url}/api/v1/jobs/connect-job/live", timeout=10).json()["live"]
+        (q,) = state["queries"]
+        assert q["name"] == "connect_rate_count" and q["trigger_interval_s"] == 1.0, state
+        assert q["status"] in ("running", "waiting") and q["last_batch_id"] is not None
         version = approve_executors(plane, "connect-job", 1)
         wait_for(lambda: job(plane, "connect-job")["executors"] == 1, 180, 1, "1 executor")
         wait_for(lambda: directive(plane, "connect-job").get("applied_version") == version, 60, 1, "acknowledged")

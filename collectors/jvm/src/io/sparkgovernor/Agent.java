@@ -34,7 +34,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkContext$;
 import org.apache.spark.scheduler.SparkListenerEvent;
 import org.apache.spark.scheduler.SparkListenerJobStart;
-import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.apache.spark.sql.streaming.StreamingQueryListener;
 import org.apache.spark.sql.streaming.StreamingQueryProgress;
 import org.apache.spark.sql.streaming.StreamingQueryStatus;
@@ -109,7 +109,7 @@ final class Agent {
     private final Translator translator;
     private final ObjectMapper mapper = new ObjectMapper();
     final QueryStates queryStates = new QueryStates(mapper);
-    private final Map<String, String> triggers = new LinkedHashMap<>();  // run id -> trigger toString ("": unknown)
+    private final Map<String, String> triggers = new LinkedHashMap<>();  // run id -> the trigger's toString
     private final HttpClient client;
     private final Semaphore wake = new Semaphore(0);
     private final Thread thread;
@@ -400,28 +400,31 @@ final class Agent {
         return queryStates.active() ? Math.min(intervalMs, stateIntervalMs) : intervalMs;
     }
 
-    /** Poll the default session's active streaming queries (status and trigger) into {@link #queryStates}. */
+    /**
+     * Poll every active streaming query of the application (status and trigger) into {@link #queryStates}: the
+     * shared state's map of running queries, which holds every session's (a Spark Connect server's clients' too).
+     */
     private void poll(long now) {
         List<QueryStates.Poll> polls = new ArrayList<>();
         try {
             Option<org.apache.spark.sql.classic.SparkSession> session =
                     org.apache.spark.sql.classic.SparkSession$.MODULE$.getDefaultSession();
             if (session == null || !session.isDefined()) {
-                return;  // no session of this JVM's own (a Connect server's sessions report by events alone)
+                return;  // no session yet: the listener events tell the story
             }
-            for (StreamingQuery q : session.get().streams().active()) {
+            for (StreamExecution q : session.get().sharedState().activeStreamingQueries().values()) {
                 String runId = q.runId().toString();
                 String trigger = triggers.get(runId);
                 if (trigger == null) {
-                    trigger = triggerOf(q);
+                    trigger = String.valueOf(q.trigger());
                     if (triggers.size() >= 256) {
                         triggers.remove(triggers.keySet().iterator().next());
                     }
                     triggers.put(runId, trigger);
                 }
                 StreamingQueryStatus status = q.status();
-                polls.add(new QueryStates.Poll(q.id().toString(), runId, q.name(), trigger.isEmpty() ? null : trigger,
-                        status.message(), status.isDataAvailable(), status.isTriggerActive()));
+                polls.add(new QueryStates.Poll(q.id().toString(), runId, q.name(), trigger, status.message(),
+                        status.isDataAvailable(), status.isTriggerActive()));
             }
         } catch (Throwable t) {  // the session may be stopping; the events still tell the story
             lastError = "query status: " + t;
@@ -431,16 +434,6 @@ final class Agent {
             queryStates.onStatus(polls, now);
         } catch (Throwable t) {
             lastError = "query state: " + t;
-        }
-    }
-
-    /** The query's trigger as its toString (``ProcessingTimeTrigger(1000)``), "" when it cannot be read. */
-    private static String triggerOf(StreamingQuery q) {
-        try {  // StreamingQueryWrapper.streamingQuery().trigger(): internal classes, by reflection
-            Object execution = q.getClass().getMethod("streamingQuery").invoke(q);
-            return String.valueOf(execution.getClass().getMethod("trigger").invoke(execution));
-        } catch (Throwable t) {
-            return "";
         }
     }
 
