@@ -2,7 +2,9 @@
 a standalone cluster (``bench.standalone.Driver`` starts it).
 
 Runs a paced Zipf query whose per-row work (a sleep in ``mapInPandas``) is spread over the
-executors, with reporters attached, and writes one JSON line per second: time, executors
+executors, with reporters attached (``attach()``, or with ``--jar-only`` the listener jar by configuration
+alone, as ``spark-submit --jars … --conf …`` would: no source probe, no executor warm-up), and writes one
+JSON line per second: time, executors
 registered, and the latest batch's processing time; and one line per completed micro-batch
 (``{"progress": {...}}``: batch id, trigger start in epoch ms, triggerExecution ms, addBatch ms —
 the part of the batch that runs its jobs; the rest is the driver's offset/planning/commit work —, input
@@ -36,6 +38,8 @@ def main(argv=None) -> None:
                                                            "(collectors.executor_warmup)")
     ap.add_argument("--launch-hold", action="store_true", help="the listener jar's launch hold: an added executor "
                                                                "takes no waiting task cold (collectors.launch_hold)")
+    ap.add_argument("--jar-only", action="store_true", help="no attach(): the listener jar reports and applies "
+                                                            "executors, attached by Spark confs alone")
     a = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -49,13 +53,19 @@ def main(argv=None) -> None:
                .config("spark.dynamicAllocation.enabled", "false")
                .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
                .config("spark.driver.host", "127.0.0.1"))
-    if a.launch_hold:
-        from spark_governor.collectors.jvm.build import find_jar
-        from spark_governor.collectors.launch_hold import PLUGIN_CLASS
+    if a.launch_hold or a.jar_only:
+        from spark_governor.collectors.jvm.build import find_jar, submit_args
 
-        jar = str(find_jar())  # one machine: the driver and the executors read the same file
-        builder = (builder.config("spark.plugins", PLUGIN_CLASS).config("spark.driver.extraClassPath", jar)
-                   .config("spark.executor.extraClassPath", jar))
+        jar = find_jar()  # one machine: the driver and the executors read the same file
+        builder = (builder.config("spark.driver.extraClassPath", str(jar))
+                   .config("spark.executor.extraClassPath", str(jar)))
+        args = submit_args(a.endpoint, a.job, interval="500ms", jar=jar, launch_hold=a.launch_hold)
+        confs = [args[i + 1] for i, arg in enumerate(args) if arg == "--conf"]
+        if not a.jar_only:  # attach() reports: only the jar's Spark plugin
+            confs = [c for c in confs if c.startswith("spark.plugins=")]
+        for conf in confs:
+            key, _, value = conf.partition("=")
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from spark_governor.collectors.appliers import ExecutorApplier
@@ -78,8 +88,9 @@ def main(argv=None) -> None:
     print("executors at start:", sizer.executor_ids(), flush=True)
     # the project's own source: the reporter reads its rate file between batches (collectors.source_probe)
     probes = [] if a.no_probe else [RateFileProbe(a.rate_file, rows_per_second=100)]
-    handle = attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5, source_probes=probes,
-                    **({"warm_modules": None} if a.no_warm else {}))
+    handle = None if a.jar_only else attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5,
+                                            source_probes=probes, **({"warm_modules": None} if a.no_warm else {}))
+    warmer = handle.warmer if handle else None
     register_zipf_source(spark)
     cost = a.row_cost_us / 1e6
 
@@ -109,15 +120,16 @@ def main(argv=None) -> None:
             out.write(json.dumps({"t": time.time(), "executors": jsc.getExecutorIds().size(),
                                   "batch": p.batchId if p else None,
                                   "processing_ms": p.durationMs.get("triggerExecution") if p else None,
-                                  "applied": handle.reporter.apply_log,
-                                  "warmed": dict(handle.warmer.ran_on) if handle.warmer else None,
-                                  "warm_job_s": list(handle.warmer.job_s) if handle.warmer else None,
-                                  "held_s": dict(handle.warmer.held_s) if handle.warmer else None,
-                                  "slot_held_s": dict(handle.warmer.slot_held_s) if handle.warmer else None}) + "\n")
+                                  "applied": handle.reporter.apply_log if handle else None,
+                                  "warmed": dict(warmer.ran_on) if warmer else None,
+                                  "warm_job_s": list(warmer.job_s) if warmer else None,
+                                  "held_s": dict(warmer.held_s) if warmer else None,
+                                  "slot_held_s": dict(warmer.slot_held_s) if warmer else None}) + "\n")
             out.flush()
             time.sleep(1)
     q.stop()
-    handle.detach(5)
+    if handle is not None:
+        handle.detach(5)
     spark.stop()
 
 

@@ -195,12 +195,13 @@ def launch_hold_waves() -> float:
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             config: Optional[dict] = None, source_probe: bool = True, warm_executors: bool = True,
-            launch_hold: bool = True, log: Callable[[str], None] = lambda m: None) -> dict:
+            launch_hold: bool = True, jar_only: bool = False, log: Callable[[str], None] = lambda m: None) -> dict:
     """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job, with ``config``: overrides of its
     defaults) or ``static``; ``source_probe``: the job's reporter probes its source's rate file
     (``collectors.source_probe.RateFileProbe``); ``warm_executors``: ``attach`` warms added executors
     (``collectors.executor_warmup``, its default); ``launch_hold``: the job runs the listener jar's launch
-    hold (``collectors.launch_hold``)."""
+    hold (``collectors.launch_hold``); ``jar_only``: no ``attach()``, the listener jar reports and applies
+    executors, attached by Spark confs alone (then no probe and no warm-up: both are ``attach()``'s)."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     tmp = workdir / job
@@ -208,7 +209,7 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
     driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
                     extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s),
                                 *(() if source_probe else ("--no-probe",)), *(() if warm_executors else ("--no-warm",)),
-                                *(("--launch-hold",) if launch_hold else ())))
+                                *(("--launch-hold",) if launch_hold else ()), *(("--jar-only",) if jar_only else ())))
     try:
         wait_for(lambda: driver.executors() == initial_executors, 300, 1, f"{job}: {initial_executors} executors")
         # warm-up: the rows offered while the query started make the first batches large; begin once
@@ -264,7 +265,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            policies: tuple[str, ...] = POLICIES, evaluation_interval_s: float = 8.0,
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            configs: Optional[dict[str, dict]] = None, source_probe: bool = True,
-                           warm_executors: bool = True, launch_hold: bool = True,
+                           warm_executors: bool = True, launch_hold: bool = True, jar_only: bool = False,
                            log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``configs``: per
     governed policy, overrides of its defaults (stored whole in ``policy_configs``, as
@@ -275,11 +276,15 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     ``warm_executors``: the job's ``attach`` warms executors added while it runs (its default); False:
     ``warm_modules=None``. ``launch_hold``: the job runs the listener jar's launch hold (its default since
     2026-11-28; ``collectors.launch_hold``: an added executor takes no waiting task cold while the executors
-    working launch them within a wave); False: Spark's default."""
+    working launch them within a wave); False: Spark's default. ``jar_only``: the job is attached by the
+    listener jar's confs alone, as a job whose code cannot change (no source probe, no warm-up: the report
+    says both are off)."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane
 
     configs = dict(configs or {})
+    if jar_only:  # the probe and the warm-up are attach()'s: a jar-only job has neither
+        source_probe = warm_executors = False
     for name, overrides in configs.items():  # a bad config fails here, before minutes of cluster start
         if name not in GOVERNED:
             raise ValueError(f"configs: {name!r} is not a governed policy ({', '.join(GOVERNED)})")
@@ -304,7 +309,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                                        max_executors=max_executors, row_cost_us=row_cost_us,
                                        oscillation_window_s=window_s, config=configs.get(policy),
                                        source_probe=source_probe, warm_executors=warm_executors,
-                                       launch_hold=launch_hold, log=log))
+                                       launch_hold=launch_hold, jar_only=jar_only, log=log))
         finally:
             plane.stop()
     static = next((r for r in results if r["policy"].startswith("static")), None)
@@ -317,7 +322,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "static_executors": static_executors, "kingman_config": full_config("kingman", configs.get("kingman")),
             "policy_configs": {p: full_config(p, configs.get(p)) for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
-            "warm_executors": warm_executors, "launch_hold": launch_hold,
+            "warm_executors": warm_executors, "launch_hold": launch_hold, "jar_only": jar_only,
             "launch_hold_waves": launch_hold_waves() if launch_hold else None,
             # the warm-up's tasks keep their slots by the hold's rule (io.sparkgovernor.SlotHold, since 2026-11-28)
             "slot_hold": bool(launch_hold and warm_executors),

@@ -553,11 +553,14 @@ def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, d
 @click.option("--launch-hold/--no-launch-hold", default=True, show_default=True,
               help="The job runs the listener jar's launch hold (spark.plugins=io.sparkgovernor.LaunchHold): an "
                    "added executor takes no waiting task cold (collectors.launch_hold).")
+@click.option("--jar-only", is_flag=True, default=False,
+              help="Attach the job by the listener jar's Spark confs alone, as a job whose code cannot change: no "
+                   "attach(), so no source probe and no executor warm-up (--probe and --warm are refused with it).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, configs: tuple[str, ...],
-                       probe: bool, warm: bool, launch_hold: bool, workdir, out: str) -> None:
+                       probe: bool, warm: bool, launch_hold: bool, jar_only: bool, workdir, out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
     from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
@@ -570,11 +573,18 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     if static_executors > max_executors:
         raise click.BadParameter("must not exceed --max-executors", param_hint="--static-executors")
     overrides = _policy_configs(configs, names)
+    if jar_only:  # the probe and the warm-up are attach()'s: asked for explicitly, they cannot be had
+        ctx = click.get_current_context()
+        for name in ("probe", "warm"):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE and ctx.params[name]:
+                raise click.BadParameter("a jar-only job has no attach(): it cannot be had with --jar-only",
+                                         param_hint=f"--{name}")
+        probe = warm = False
     started = time.perf_counter()
     report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
                                     span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
                                     row_cost_us=row_cost_us, policies=names, configs=overrides, source_probe=probe,
-                                    warm_executors=warm, launch_hold=launch_hold,
+                                    warm_executors=warm, launch_hold=launch_hold, jar_only=jar_only,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)

@@ -9,7 +9,9 @@
   directive;
 * the jar alone shows the job between its batches (issue #14): a batch running far past the bound is seen running,
   with its id and age, its spans are counted violated and the executor policy scales out, all before it completes;
-  the query is then reported idle (no new data), not stuck, and terminated when it stops.
+  the query is then reported idle (no new data), not stuck, and terminated when it stops;
+* on a standalone cluster the jar alone lets the Kingman policy scale a running job out on a rate step (the scaling
+  bench's job with ``--jar-only``: ``bench scaling-real --jar-only``), with the job's state between batches.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import requests
 
 from spark_governor.api.processes import free_port, wait_for
 from tests.conftest import require
+from tests.standalone import Driver
 from tests.jar_support import (JOBS, batches_run, compile_java_job, jar_confs, job, listener_jar, run_submit,
                                spark_submit, stages, stop)
 
@@ -245,3 +248,35 @@ def test_the_jar_alone_shows_a_long_batch_before_it_completes_and_then_an_idle_q
         assert live().get("status") == "terminated", live()
     finally:
         stop(proc)
+
+
+def test_the_jar_alone_lets_kingman_scale_a_job_out_on_a_standalone_cluster(jar, plane, standalone_cluster, tmp_path):
+    name = "jar-kingman"
+    r = requests.put(f"{plane.url}/api/v1/jobs/{name}/constraints/e2e?register=true", headers=AUTH, timeout=10,
+                     json={"bound_ms": 8000, "span_s": 4.0})
+    assert r.status_code == 200, r.text
+    r = requests.put(f"{plane.url}/api/v1/jobs/{name}/policies/kingman?register=true", headers=AUTH, timeout=10,
+                     json={"mode": "act", "config": {"trigger_interval_s": 4.0, "min_value": 1, "max_value": 3,
+                                                     "warmup_windows": 1, "rollback": False}})
+    assert r.status_code == 200, r.text
+    driver = Driver(tmp_path, standalone_cluster, plane, name, extra_args=("--jar-only", "--launch-hold"))
+    try:
+        wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
+        j = job(plane, name)
+        assert j["attachment"]["kind"] == "jar" and "executors" not in j["not_actuatable"], j
+        assert driver.samples()[-1]["applied"] is None  # no attach(): the jar applies the directives
+        driver.rate(24_000)  # 96 000 rows per 4 s batch × 50 µs = 4.8 s of work on one executor
+        stepped = time.time()
+        wait_for(lambda: (driver.executors() or 0) >= 2, 240, 1, "scale-out, applied by the jar")
+        ups = [d for d in requests.get(f"{plane.url}/api/v1/jobs/{name}/decisions?limit=100", timeout=10)
+               .json()["decisions"] if d["new_value"] > d["old_value"]]
+        assert ups and all(d["policy"] == "kingman" for d in ups)
+        assert min(d["created_ms"] for d in ups) / 1000.0 - stepped < 120
+        wait_for(lambda: directive(plane, name).get("status") == "applied", 60, 1, "the directive acknowledged")
+        # the job between batches, from the jar: the trigger, and the source's rows from its offsets
+        state = requests.get(f"{plane.url}/api/v1/jobs/{name}/live", timeout=10).json()["live"]
+        (q,) = state["queries"]
+        assert q["trigger_interval_s"] == 4.0 and q["sources"][0]["processed_rows"] > 0, state
+        assert state["arrival_rows_per_second"] > 0 and state["arrival_probed"] is False
+    finally:
+        driver.stop()
