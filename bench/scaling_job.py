@@ -54,17 +54,14 @@ def main(argv=None) -> None:
                .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
                .config("spark.driver.host", "127.0.0.1"))
     if a.launch_hold or a.jar_only:
-        from spark_governor.collectors.jvm.build import find_jar, submit_args
+        from spark_governor.collectors.jvm.build import find_jar, submit_confs
 
-        jar = find_jar()  # one machine: the driver and the executors read the same file
-        builder = (builder.config("spark.driver.extraClassPath", str(jar))
-                   .config("spark.executor.extraClassPath", str(jar)))
-        args = submit_args(a.endpoint, a.job, interval="500ms", jar=jar, launch_hold=a.launch_hold)
-        confs = [args[i + 1] for i, arg in enumerate(args) if arg == "--conf"]
+        jar = str(find_jar())  # one machine: the driver and the executors read the same file
+        builder = builder.config("spark.driver.extraClassPath", jar).config("spark.executor.extraClassPath", jar)
+        confs = submit_confs(a.endpoint, a.job, interval="500ms", launch_hold=a.launch_hold)
         if not a.jar_only:  # attach() reports: only the jar's Spark plugin
-            confs = [c for c in confs if c.startswith("spark.plugins=")]
-        for conf in confs:
-            key, _, value = conf.partition("=")
+            confs = {k: v for k, v in confs.items() if k == "spark.plugins"}
+        for key, value in confs.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

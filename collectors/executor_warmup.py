@@ -86,7 +86,7 @@ def _import_modules(modules: Sequence[str]):
             try:
                 importlib.import_module(name)
                 names.append(name)
-            except BaseException as exc:  # noqa: BLE001 - a module may raise anything, even SystemExit
+            except (Exception, SystemExit) as exc:  # a module may even exit; an interrupt still ends the task
                 names.append(f"{IMPORT_FAILED_PREFIX}{name}: {exc.__class__.__name__}: {exc}"[:300])
         yield pd.DataFrame({"module": names})
     return task

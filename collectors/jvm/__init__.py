@@ -15,7 +15,7 @@ installed pyspark by :mod:`spark_governor.collectors.jvm.build`; the jar ships i
 from __future__ import annotations
 
 _EXPORTS = ("CONFS", "JAR_NAME", "LISTENER_CLASS", "QUERY_LISTENER_CLASS", "JarUnavailable", "build_jar", "find_jar",
-            "submit_args")
+            "submit_args", "submit_confs")
 
 
 def __getattr__(name: str):

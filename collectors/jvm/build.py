@@ -245,20 +245,29 @@ def find_jar(build: bool = True, log=lambda m: print(m, file=sys.stderr)) -> Pat
     raise JarUnavailable(how_to_get())
 
 
-def submit_args(endpoint: str, job: Optional[str] = None, token: Optional[str] = None,
-                interval: Optional[str] = None, jar: Optional[Path] = None, launch_hold: bool = True) -> list[str]:
-    """``spark-submit`` arguments that attach the jar: ``--jars`` plus the ``--conf`` switches; with
-    ``launch_hold`` also its Spark plugin (``spark.plugins``: an added executor takes no waiting task cold,
-    ``collectors.launch_hold``; ``--jars`` puts it on the executors' class path before plugins load)."""
-    args = ["--jars", str(jar or find_jar()),
-            "--conf", f"spark.extraListeners={LISTENER_CLASS}",
-            "--conf", f"spark.sql.streaming.streamingQueryListeners={QUERY_LISTENER_CLASS}",
-            "--conf", f"spark.governor.endpoint={endpoint}"]
+def submit_confs(endpoint: str, job: Optional[str] = None, token: Optional[str] = None,
+                 interval: Optional[str] = None, launch_hold: bool = True) -> dict[str, str]:
+    """The Spark confs that attach the jar (name -> value), for ``spark-submit --conf`` or a session builder;
+    with ``launch_hold`` also its Spark plugin (``spark.plugins``: an added executor takes no waiting task cold,
+    ``collectors.launch_hold``)."""
+    confs = {"spark.extraListeners": LISTENER_CLASS,
+             "spark.sql.streaming.streamingQueryListeners": QUERY_LISTENER_CLASS,
+             "spark.governor.endpoint": endpoint}
     if launch_hold:
-        args += ["--conf", f"spark.plugins={LAUNCH_HOLD_CLASS}"]
+        confs["spark.plugins"] = LAUNCH_HOLD_CLASS
     for key, value in (("job", job), ("token", token), ("interval", interval)):
         if value:
-            args += ["--conf", f"spark.governor.{key}={value}"]
+            confs[f"spark.governor.{key}"] = value
+    return confs
+
+
+def submit_args(endpoint: str, job: Optional[str] = None, token: Optional[str] = None,
+                interval: Optional[str] = None, jar: Optional[Path] = None, launch_hold: bool = True) -> list[str]:
+    """``spark-submit`` arguments that attach the jar: ``--jars`` plus a ``--conf`` per :func:`submit_confs`
+    (``--jars`` puts the jar on the executors' class path before plugins load)."""
+    args = ["--jars", str(jar or find_jar())]
+    for key, value in submit_confs(endpoint, job, token, interval, launch_hold).items():
+        args += ["--conf", f"{key}={value}"]
     return args
 
 

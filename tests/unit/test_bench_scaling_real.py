@@ -51,6 +51,10 @@ def test_cli_rejects_bad_input():
     assert r.exit_code != 0 and "magic" in r.output
     r = CliRunner().invoke(main, ["bench", "scaling-real", "--static-executors", "5", "--max-executors", "4"])
     assert r.exit_code != 0 and "--static-executors" in r.output
+    # a jar-only job has no attach(): its probe and warm-up cannot be asked for (refused before any cluster starts)
+    for flag in ("--probe", "--warm"):
+        r = CliRunner().invoke(main, ["bench", "scaling-real", "--jar-only", flag, "--workdir", "/nonexistent/sg"])
+        assert r.exit_code == 2 and f"Invalid value for {flag}" in r.output and "--jar-only" in r.output
 
 
 @pytest.mark.parametrize("config, says", [
