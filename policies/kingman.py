@@ -101,6 +101,16 @@ live rate being no effect of the removal). Without a profile
 (or ``cluster_model=False``) the overhead terms are 0 and no trend is used: the paper's model; the
 lazy scale-down applies to both.
 
+**A planned load** (the rate trend, the live rate, the peak of a scale-down) is modelled as the thesis
+would (``queueing.with_load``: Ā / load, e_v kept, the fixed latency held, the query load × load).
+``batch_load`` (off) models it as a micro-batch runs it instead (``policies.batch_load``: the same
+tasks, each longer; the wait ×load at the current size; the batch's variable time ×load; such a batch
+kept within ``max_utilization`` of its trigger, :func:`policies.batch_load.query_slots`). It predicts
+the measured batches where the thesis' rule overshoots (run 104: 2 executors at 16 000 rows/s, the
+thesis' rule 4), but the policy it makes is no better: without the batch floor it ran 16 000 rows/s on
+2 executors at the edge of the trigger and lost spans on the real cluster (run 111: 0.938), and with
+it the calibrated simulator puts it level with the thesis' rule (docs/policies/kingman.md, item 8).
+
 **Local mode** (``local[N]``: no executors, the knob not actuatable; ``JobView.local_slots``): the
 same plan in task slots (one slot per "executor"), e.g. "2 → 4 task slots …; local mode: 2 task
 slots; not actuatable" — a recommendation the governor records without a directive.
@@ -112,6 +122,7 @@ import statistics
 from typing import Optional
 
 from spark_governor.policies import in_flight
+from spark_governor.policies.batch_load import batch_fixed_s, batch_time_at, loaded_fixed_latency_s, query_slots
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.catch_up import catch_up_executors, describe
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of, last_executor_direction
@@ -120,7 +131,7 @@ from spark_governor.policies.kingman_signals import (backlog_horizon_s, live_loa
                                                      provisioning_delay_s, rate_rising, register_delay_s,
                                                      trigger_wait_s, warm_equivalent)
 from spark_governor.policies.queueing import (VertexModel, hysteresis_ok, rebalance_spark, same_waves_slots,
-                                              sequence_wait, wave_slots, with_load)
+                                              sequence_wait, wave_slots, with_batch_load, with_load)
 from spark_governor.policies.safety import cooldown_s, within_bounds
 from spark_governor.policies.threshold import trigger_interval_s
 from spark_governor.policies.rate_model import arrival_rate, true_rate_per_slot
@@ -218,16 +229,52 @@ class KingmanPolicy(Policy):
         # a change a whole span before the evaluation (on its grid, whatever the jitter) is not within it
         return last is not None and view.now_ms - last < cooldown_s(1, view.window_s) * 1000
 
-    def _query_load(self, view: JobView, cfg: KingmanConfig) -> Optional[float]:
-        """Mean batch processing time / trigger interval over the recent batches (query-level ρ)."""
-        interval = trigger_interval_s(view, cfg.trigger_interval_s)
+    @staticmethod
+    def _batch_time(view: JobView, cfg: KingmanConfig) -> Optional[tuple[float, float]]:
+        """``(mean, fixed)`` processing time (s) of the recent batches (the statistics span): the mean,
+        and with ``batch_load`` the part of it that does not grow with the rows
+        (:func:`policies.batch_load.batch_fixed_s` over the batches since the last executor change,
+        else the measured driver overhead, else 0); 0 without ``batch_load`` (the thesis' rule). None
+        without batches."""
         since = view.since_ms(view.window_s)
         recent = [b.processing_s for b in view.batches if b.trigger_ms >= since]
-        return statistics.fmean(recent) / interval if recent and interval else None
+        if not recent:
+            return None
+        mean = statistics.fmean(recent)
+        if not cfg.batch_load:
+            return mean, 0.0
+        cluster = cluster_of(view) if cfg.cluster_model else None
+        overhead = (cluster.driver_overhead_s or 0.0) if cluster is not None else 0.0
+        fixed = batch_fixed_s(view, view.last_decision_ms.get("executors"), overhead)
+        return mean, min(fixed, mean)
+
+    def _query_slots(self, view: JobView, cfg: KingmanConfig, load: float, p_maxes: list[int], slots_now: int) -> int:
+        """The fewest slots whose batches at ``load`` keep within ``max_utilization`` of the trigger
+        interval (:func:`policies.batch_load.query_slots`), in whole waves."""
+        times = self._batch_time(view, cfg)
+        interval = trigger_interval_s(view, cfg.trigger_interval_s)
+        if times is None or not interval:
+            return slots_now
+        c = query_slots(times[0], times[1], load, interval, p_maxes, max(1, slots_now), cfg.max_utilization)
+        return wave_slots(p_maxes, c) if cfg.wave_sizing else c
+
+    def _query_load(self, view: JobView, cfg: KingmanConfig, load: float = 1.0) -> Optional[float]:
+        """Batch processing time at ``load`` / trigger interval over the recent batches (query-level ρ):
+        with ``batch_load`` only the batch time beyond its fixed part grows with the load
+        (:func:`policies.batch_load.batch_time_at`), else all of it."""
+        interval = trigger_interval_s(view, cfg.trigger_interval_s)
+        times = self._batch_time(view, cfg)
+        if times is None or not interval:
+            return None
+        return batch_time_at(times[0], times[1], load) / interval
 
     def _constraint_models(self, view: JobView, c: ConstraintStats, cfg: KingmanConfig, load: float = 1.0):
-        """``(models, fixed latency s)`` of one constraint, or None before warm-up / without data; the
-        fixed latency is None while the constraint has no measurement yet (a bottleneck needs none)."""
+        """``(models, fixed latency s)`` of one constraint at ``load`` times the measured rate, or None
+        before warm-up / without data; the fixed latency is None while the constraint has no
+        measurement yet (a bottleneck needs none). With ``batch_load`` the stages run as micro-batches
+        (``queueing.with_batch_load``) and the fixed latency gains the batch's variable time
+        (:func:`policies.batch_load.loaded_fixed_latency_s`); without it the models take the thesis'
+        ``queueing.with_load`` and the fixed latency is that of the measured load."""
         stages = self._stages(view, c)
         if (not stages
                 or any(len(s.utilization_windows) < cfg.warmup_windows for s in stages)):
@@ -237,23 +284,25 @@ class KingmanPolicy(Policy):
                   for s in stages]
         if any(m is None for m in models):
             return None
+        loaded = [(with_batch_load if cfg.batch_load else with_load)(m, load) for m in models]
         if c.latency_s is None:
-            return [with_load(m, load) for m in models], None
+            return loaded, None
         queue_now = sequence_wait(models, [m.p for m in models])
         if not math.isfinite(queue_now):
-            return [with_load(m, load) for m in models], None  # ρ ≥ 1 somewhere: a bottleneck
-        # never below 0: with a clamped e_v the model's wait at p is not the measured one; the fixed
-        # part is that of the measured load (``load`` scales the queueing only)
-        return [with_load(m, load) for m in models], max(0.0, c.latency_s - queue_now)
+            return loaded, None  # ρ ≥ 1 somewhere: a bottleneck
+        # never below 0: with a clamped e_v the model's wait at p is not the measured one
+        fixed = max(0.0, c.latency_s - queue_now)
+        times = self._batch_time(view, cfg) if cfg.batch_load and load != 1.0 else None
+        if times is not None:
+            fixed = loaded_fixed_latency_s(fixed, queue_now, times[0] - times[1], load)
+        return loaded, fixed
 
     def plan(self, view: JobView, cfg: KingmanConfig, load: float = 1.0) -> Optional[dict]:
         """Slots and executors each constraint needs (Algorithm 8 with the Spark objective); None
         before warm-up. ``models`` maps a constraint to its stage models and fixed latency (s).
         ``load``: plan for that many times the measured arrival rate (:func:`load_growth`)."""
         spe = view.slots_per_executor(cfg.slots_per_executor)
-        query_rho = self._query_load(view, cfg)
-        if query_rho is not None:
-            query_rho *= load
+        query_rho = self._query_load(view, cfg, load)
         cluster = cluster_of(view) if cfg.cluster_model else None
         out, models_by_name = {}, {}
         for c in sorted(view.constraints, key=lambda x: x.name):
@@ -293,6 +342,10 @@ class KingmanPolicy(Policy):
                                     safety_factor=cfg.safety_factor, max_utilization=cfg.max_utilization,
                                     budget=budget, waves=cfg.wave_sizing)
                 slots, feasible = r.slots, r.feasible
+                if (cfg.batch_load and load != 1.0 and c.vertices is None and query_rho is not None
+                        and query_rho > cfg.max_utilization):  # a planned load's batch past the floor
+                    slots = max(slots, self._query_slots(view, cfg, load, [m.p_max for m in models],
+                                                         min(slots_now, max(m.p_max for m in models))))
             out[c.name] = {"measured_latency_s": c.latency_s, "bound_s": c.bound_s, "bottleneck": bottleneck,
                            "feasible": feasible, "slots": slots, "executors": math.ceil(slots / spe),
                            "stages": {m.key: {"p": m.p, "p_max": m.p_max, "rho": m.utilization, "e": m.e,
@@ -326,7 +379,7 @@ class KingmanPolicy(Policy):
         known = fixed is not None and math.isfinite(queue)
         return (fixed + queue if known else None), max(m.rho(pi) for m, pi in zip(models, p, strict=True))
 
-    def _scale_down_safe(self, plan: dict, target: int, cfg: KingmanConfig, peak: float = 1.0) -> bool:
+    def _scale_down_safe(self, view: JobView, plan: dict, target: int, cfg: KingmanConfig, peak: float = 1.0) -> bool:
         """Hysteresis of a one-executor scale-down (extension; ``scale_down_margin`` m): at ``target``
         every constraint's predicted latency must be ≤ (1 − m)·ℓ and every stage's utilization ≤
         max_utilization − m. Rebalance alone lands on the edge of its floor or budget, so measurement
@@ -336,8 +389,11 @@ class KingmanPolicy(Policy):
         if m <= 0 and peak <= 1.0:
             return True
         spe = plan["slots_per_executor"]
-        for name, (models, fixed) in plan["models"].items():
-            latency, rho = self.predict([with_load(x, peak) for x in models], fixed, target, spe)
+        at_peak = plan if peak == 1.0 else self.plan(view, cfg, peak)
+        if at_peak is None:
+            return False
+        for name, (models, fixed) in at_peak["models"].items():
+            latency, rho = self.predict(models, fixed, target, spe)
             bound = plan["constraints"][name]["bound_s"]
             if latency is None or latency > (1 - m) * bound or rho > cfg.max_utilization - m:
                 return False
@@ -616,7 +672,7 @@ class KingmanPolicy(Policy):
             # the spare is kept beyond a size that is safe with margin, not beyond the plan of the moment:
             # near a size boundary the plan flips between evaluations (measured on the standalone cluster:
             # 4 → 3 → 4 → 3 at the peak rate), the safe size with margin does not
-            if not self._scale_down_safe(plan, self._spare_base(plan, target, spare, config), config, peak):
+            if not self._scale_down_safe(view, plan, self._spare_base(plan, target, spare, config), config, peak):
                 return []
         if target == current or not hysteresis_ok(current, target, config.min_relative_change):
             return []

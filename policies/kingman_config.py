@@ -84,6 +84,14 @@ class KingmanConfig(SafetyConfig):
                                                         "state when above the completed batches' (a rate step "
                                                         "not yet in a completed batch; see live_load); unset: "
                                                         "when the sources are probed (arrival_probed)")
+    batch_load: bool = Field(False, description="A planned load (rate trend, live rate, peak) runs as a micro-batch "
+                                                "does: the same tasks, each longer (S̄ × load, Ā kept), the slot "
+                                                "wait at the current size × load, the batch time beyond its fixed "
+                                                "part × load, and that batch within max_utilization of the trigger "
+                                                "(policies.batch_load); off: the thesis' rule (Ā / load, e_v kept, "
+                                                "the whole batch time × load). Off by default: no better in the "
+                                                "calibrated simulator, and without the batch floor it lost spans "
+                                                "on the real cluster (run 111)")
     warmup_sizing: bool = Field(True, description="With a measured warm-up (cluster_model): a scale-out must "
                                                   "keep the bound while its new executors are still slow, "
                                                   "else it adds executors (see warm_equivalent)")

@@ -62,10 +62,13 @@ def test_rate_trend_and_the_load_a_scale_out_is_sized_for():
 
 
 def test_scale_out_is_sized_for_the_rate_when_new_executors_work():
+    """The thesis' load rule (``batch_load`` off: Ā / load with e_v kept); the micro-batch rule's sizing
+    is in tests/unit/test_batch_load.py."""
     rising = [2000 + 250 * i for i in range(8)]
-    literal = KingmanPolicy().evaluate(view(rising, latency=8.2, util=0.7, tasks=64), CFG)
+    cfg = CFG.model_copy(update={"batch_load": False})
+    literal = KingmanPolicy().evaluate(view(rising, latency=8.2, util=0.7, tasks=64), cfg)
     profiled = KingmanPolicy().evaluate(view(rising, latency=8.2, util=0.7, tasks=64,
-                                             cluster=ClusterInputs(provisioning_delay_s=20.0)), CFG)
+                                             cluster=ClusterInputs(provisioning_delay_s=20.0)), cfg)
     assert literal and profiled
     assert literal[0].inputs["load_growth"] == 1.0 and literal[0].inputs["provisioning_delay_s"] is None
     assert profiled[0].inputs["load_growth"] > 1.3 and profiled[0].inputs["provisioning_delay_s"] == 20.0
@@ -73,8 +76,8 @@ def test_scale_out_is_sized_for_the_rate_when_new_executors_work():
     assert "sized for" in profiled[0].reason
     # configured delay without a profile; off: the literal model again
     assert KingmanPolicy().evaluate(view(rising, latency=8.2, util=0.7, tasks=64),
-                                    CFG.model_copy(update={"provisioning_delay_s": 20.0}))[0].value == profiled[0].value
-    off = CFG.model_copy(update={"cluster_model": False})
+                                    cfg.model_copy(update={"provisioning_delay_s": 20.0}))[0].value == profiled[0].value
+    off = cfg.model_copy(update={"cluster_model": False})
     assert KingmanPolicy().evaluate(view(rising, latency=8.2, util=0.7, tasks=64,
                                          cluster=ClusterInputs(provisioning_delay_s=20.0)), off)[0].value \
         == literal[0].value
