@@ -248,27 +248,30 @@ class KingmanPolicy(Policy):
         fixed = batch_fixed_s(view, view.last_decision_ms.get("executors"), overhead)
         return mean, min(fixed, mean)
 
-    def _query_slots(self, view: JobView, cfg: KingmanConfig, load: float, p_maxes: list[int], slots_now: int) -> int:
+    @staticmethod
+    def _query_slots(view: JobView, cfg: KingmanConfig, times: Optional[tuple[float, float]], load: float,
+                     p_maxes: list[int], slots_now: int) -> int:
         """The fewest slots whose batches at ``load`` keep within ``max_utilization`` of the trigger
-        interval (:func:`policies.batch_load.query_slots`), in whole waves."""
-        times = self._batch_time(view, cfg)
+        interval (:func:`policies.batch_load.query_slots`; ``times`` from :meth:`_batch_time`), in whole waves."""
         interval = trigger_interval_s(view, cfg.trigger_interval_s)
         if times is None or not interval:
             return slots_now
         c = query_slots(times[0], times[1], load, interval, p_maxes, max(1, slots_now), cfg.max_utilization)
         return wave_slots(p_maxes, c) if cfg.wave_sizing else c
 
-    def _query_load(self, view: JobView, cfg: KingmanConfig, load: float = 1.0) -> Optional[float]:
-        """Batch processing time at ``load`` / trigger interval over the recent batches (query-level ρ):
-        with ``batch_load`` only the batch time beyond its fixed part grows with the load
-        (:func:`policies.batch_load.batch_time_at`), else all of it."""
+    @staticmethod
+    def _query_load(view: JobView, cfg: KingmanConfig, times: Optional[tuple[float, float]],
+                    load: float = 1.0) -> Optional[float]:
+        """Batch processing time at ``load`` / trigger interval over the recent batches (query-level ρ;
+        ``times`` from :meth:`_batch_time`): with ``batch_load`` only the batch time beyond its fixed part
+        grows with the load (:func:`policies.batch_load.batch_time_at`), else all of it."""
         interval = trigger_interval_s(view, cfg.trigger_interval_s)
-        times = self._batch_time(view, cfg)
         if times is None or not interval:
             return None
         return batch_time_at(times[0], times[1], load) / interval
 
-    def _constraint_models(self, view: JobView, c: ConstraintStats, cfg: KingmanConfig, load: float = 1.0):
+    def _constraint_models(self, view: JobView, c: ConstraintStats, cfg: KingmanConfig, load: float = 1.0,
+                           times: Optional[tuple[float, float]] = None):
         """``(models, fixed latency s)`` of one constraint at ``load`` times the measured rate, or None
         before warm-up / without data; the fixed latency is None while the constraint has no
         measurement yet (a bottleneck needs none). With ``batch_load`` the stages run as micro-batches
@@ -292,8 +295,7 @@ class KingmanPolicy(Policy):
             return loaded, None  # ρ ≥ 1 somewhere: a bottleneck
         # never below 0: with a clamped e_v the model's wait at p is not the measured one
         fixed = max(0.0, c.latency_s - queue_now)
-        times = self._batch_time(view, cfg) if cfg.batch_load and load != 1.0 else None
-        if times is not None:
+        if cfg.batch_load and load != 1.0 and times is not None:
             fixed = loaded_fixed_latency_s(fixed, queue_now, times[0] - times[1], load)
         return loaded, fixed
 
@@ -302,11 +304,12 @@ class KingmanPolicy(Policy):
         before warm-up. ``models`` maps a constraint to its stage models and fixed latency (s).
         ``load``: plan for that many times the measured arrival rate (:func:`load_growth`)."""
         spe = view.slots_per_executor(cfg.slots_per_executor)
-        query_rho = self._query_load(view, cfg, load)
+        times = self._batch_time(view, cfg)  # once per plan: with batch_load a fit over the batches
+        query_rho = self._query_load(view, cfg, times, load)
         cluster = cluster_of(view) if cfg.cluster_model else None
         out, models_by_name = {}, {}
         for c in sorted(view.constraints, key=lambda x: x.name):
-            built = self._constraint_models(view, c, cfg, load)
+            built = self._constraint_models(view, c, cfg, load, times)
             if built is None:
                 return None
             models, fixed = built
@@ -344,7 +347,7 @@ class KingmanPolicy(Policy):
                 slots, feasible = r.slots, r.feasible
                 if (cfg.batch_load and load != 1.0 and c.vertices is None and query_rho is not None
                         and query_rho > cfg.max_utilization):  # a planned load's batch past the floor
-                    slots = max(slots, self._query_slots(view, cfg, load, [m.p_max for m in models],
+                    slots = max(slots, self._query_slots(view, cfg, times, load, [m.p_max for m in models],
                                                          min(slots_now, max(m.p_max for m in models))))
             out[c.name] = {"measured_latency_s": c.latency_s, "bound_s": c.bound_s, "bottleneck": bottleneck,
                            "feasible": feasible, "slots": slots, "executors": math.ceil(slots / spe),
