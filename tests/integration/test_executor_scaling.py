@@ -36,6 +36,18 @@ def decisions(plane, job):
     return requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions?limit=1000", timeout=10).json()["decisions"]
 
 
+def explain(plane, job, driver) -> str:
+    """What a timed-out wait saw: the decisions, the last batches and the driver's log tail."""
+    lines = [f"{d.get('created_ms')} {d['old_value']}->{d['new_value']} {d['status']} {d.get('reason')}"
+             for d in decisions(plane, job)[:12]]  # newest first
+    lines += [f"batch {p['batch']}: {p['rows']} rows, {p['processing_ms']} ms (addBatch {p['add_batch_ms']})"
+              for p in driver.progress()[-8:]]
+    lines += [f"samples: {[(s['executors'], s['batch']) for s in driver.samples()[-20:]]}"]
+    log = driver.tmp / "driver.log"
+    lines += log.read_text().splitlines()[-15:] if log.exists() else []
+    return "\n".join(lines)
+
+
 def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane, tmp_path):
     job = "scaling-act"
     configure(plane, job, "act")
@@ -77,7 +89,10 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)
-        wait_for(lambda: driver.executors() == 1, 420, 1, "scale-down to the minimum")
+        try:
+            wait_for(lambda: driver.executors() == 1, 420, 1, "scale-down to the minimum")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{explain(plane, job, driver)}") from None
         time.sleep(20)  # several more evaluations at low load
         tail = driver.samples()
         assert min(s["executors"] for s in tail if s["batch"] is not None) >= 1
