@@ -70,7 +70,14 @@ policy evaluation (``api.governor``):
 
 Times: the directive's time is the control plane's clock, the tasks' and executors' the driver's; they
 are compared directly (the control plane and the driver are assumed to share a clock within a second).
-Sizes are bounded: at most ``max_tasks`` tasks (the latest), ``max_batches`` batches and
+Task rows read (issue #42: reporters fold tasks at the edge and send rows only for the profile and as
+detail): each executor's first ``WARMUP_TASKS`` (32) tasks by launch — a new executor's warm-up — and the
+uniform sample (one task in 16, ``policies.task_fold.sampled``), the steady tasks the warm-up is compared with
+and the contention is read on. Before, every task row of the latest 5 000 was read; the steady medians now
+come from the sample and the executors' tasks after their first ten, which is the price of a job-second the
+control plane stores in well under a millisecond. First launches and finishes and the micro-batches' task
+spans come from what the reporters folded over every task (``executor_events.first_*``, ``task_spans``).
+Sizes are bounded: at most ``max_tasks`` sampled tasks (the latest), ``max_batches`` batches and
 ``MAX_DECISIONS`` decisions are read, and one profile row per job is kept.
 """
 from __future__ import annotations
@@ -79,11 +86,13 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Optional
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from spark_governor.aggregators.models import batches, cluster_profiles, decisions, executor_events, jobs, tasks
+from spark_governor.aggregators.models import (batches, cluster_profiles, decisions, executor_events, jobs, task_spans,
+                                               tasks)
 from spark_governor.aggregators.runs import run_spans
+from spark_governor.policies.task_fold import WARMUP_TASKS
 
 #: an executor registering later than this after a scale-out decision is not counted as its (s)
 MAX_PROVISIONING_S = 600.0
@@ -170,24 +179,54 @@ def _task_filter(job_id: int, run):
     return cond
 
 
+_PROFILE_COLUMNS = (tasks.c.task_id, tasks.c.executor_id, tasks.c.template_id, tasks.c.launch_ms, tasks.c.finish_ms,
+                    tasks.c.run_time_ms, tasks.c.input_records, tasks.c.shuffle_read_records, tasks.c.successful)
+
+
 def _run_tasks(conn: Connection, job_id: int, run, max_tasks: int) -> list:
-    rows = conn.execute(
-        select(tasks.c.executor_id, tasks.c.template_id, tasks.c.launch_ms, tasks.c.finish_ms, tasks.c.run_time_ms,
-               tasks.c.input_records, tasks.c.shuffle_read_records, tasks.c.successful)
-        .where(*_task_filter(job_id, run)).order_by(tasks.c.finish_ms.desc()).limit(max_tasks)).all()
-    return sorted(rows, key=lambda r: (r.launch_ms, r.finish_ms))
+    """The task rows the warm-up is measured on (``policies.task_fold``): each executor's first
+    ``WARMUP_TASKS`` tasks by launch, and the latest ``max_tasks`` of the uniform sample. A v3 reporter sends
+    exactly these (and candidates for the first ones, narrowed here again); of a v1/v2 reporter's every task
+    the same ones are picked, so the profile is the same whichever way the tasks travelled."""
+    cond = _task_filter(job_id, run)
+    rank = func.row_number().over(partition_by=tasks.c.executor_id,
+                                  order_by=(tasks.c.launch_ms, tasks.c.task_id)).label("rank")
+    ranked = (select(*_PROFILE_COLUMNS, rank)
+              .where(*cond, or_(tasks.c.detail.is_(None), tasks.c.detail.in_(("warmup", "all")))).subquery())
+    first = conn.execute(select(*[ranked.c[c.name] for c in _PROFILE_COLUMNS])
+                         .where(ranked.c.rank <= WARMUP_TASKS)).all()
+    sample = conn.execute(select(*_PROFILE_COLUMNS).where(*cond, tasks.c.sampled.is_(True))
+                          .order_by(tasks.c.finish_ms.desc()).limit(max_tasks)).all()
+    rows = {r.task_id: r for r in sample}
+    rows.update((r.task_id, r) for r in first)
+    return sorted(rows.values(), key=lambda r: (r.launch_ms, r.finish_ms, r.task_id))
+
+
+def _earliest(a: Optional[int], b: Optional[int]) -> Optional[int]:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def executor_firsts(conn: Connection, job_id: int, run) -> dict[str, tuple[int, Optional[int]]]:
-    """executor id → (its first task launch, its first successful task finish) in the run (epoch ms)."""
-    out: dict[str, tuple[int, Optional[int]]] = {}
+    """executor id → (its first task launch, its first successful task finish) in the run (epoch ms): the earliest
+    of what the stored task rows hold (every task of a v1/v2 reporter) and what a v3 reporter sent for the
+    executor (``executor_events.first_*``, over every task it folded), so both give the same answer."""
+    out: dict[str, list] = {}
     for r in conn.execute(select(tasks.c.executor_id, tasks.c.successful, func.min(tasks.c.launch_ms).label("launch"),
                                  func.min(tasks.c.finish_ms).label("finish"))
                           .where(*_task_filter(job_id, run)).group_by(tasks.c.executor_id, tasks.c.successful)):
-        launch, finish = out.get(r.executor_id, (r.launch, None))
-        out[r.executor_id] = (min(launch, r.launch), (r.finish if finish is None else min(finish, r.finish))
-                              if r.successful else finish)
-    return out
+        cur = out.setdefault(r.executor_id, [None, None])
+        cur[0] = _earliest(cur[0], r.launch)
+        if r.successful:
+            cur[1] = _earliest(cur[1], r.finish)
+    if run is not None:
+        for r in conn.execute(select(executor_events.c.executor_id, executor_events.c.first_launch_ms,
+                                     executor_events.c.first_finish_ms).where(
+                executor_events.c.job_id == job_id, executor_events.c.run_id == run.run_id,
+                executor_events.c.first_launch_ms.is_not(None))):
+            cur = out.setdefault(r.executor_id, [None, None])
+            cur[0] = _earliest(cur[0], r.first_launch_ms)
+            cur[1] = _earliest(cur[1], r.first_finish_ms)
+    return {e: (v[0], v[1]) for e, v in out.items() if v[0] is not None}
 
 
 def registrations(conn: Connection, job_id: int, run) -> dict[str, int]:
@@ -399,10 +438,21 @@ def driver_overhead(conn: Connection, job_id: int, run, max_batches: int = 500) 
     if not rows:
         return {"samples": 0, "mean_s": None, "median_s": None, "p90_s": None}
     lo = min(r.batch_id for r in rows)
-    spans = {(s.query_id, s.batch_id): (s.lo, s.hi) for s in conn.execute(
-        select(tasks.c.query_id, tasks.c.batch_id, func.min(tasks.c.launch_ms).label("lo"),
-               func.max(tasks.c.finish_ms).label("hi"))
-        .where(*_task_filter(job_id, run), tasks.c.batch_id >= lo).group_by(tasks.c.query_id, tasks.c.batch_id))}
+    # the earliest launch and latest finish of the stored task rows (every task of a v1/v2 reporter) and of the
+    # spans a v3 reporter sent (over every task it folded): the same span either way
+    spans: dict[tuple, tuple[int, int]] = {}
+    span_cond = [task_spans.c.job_id == job_id, task_spans.c.batch_id >= lo]
+    if run is not None and run.app_id:
+        span_cond.append(task_spans.c.app_id == run.app_id)
+    for s in (*conn.execute(select(tasks.c.query_id, tasks.c.batch_id, func.min(tasks.c.launch_ms).label("lo"),
+                                   func.max(tasks.c.finish_ms).label("hi"))
+                            .where(*_task_filter(job_id, run), tasks.c.batch_id >= lo)
+                            .group_by(tasks.c.query_id, tasks.c.batch_id)),
+              *conn.execute(select(task_spans.c.query_id, task_spans.c.batch_id,
+                                   task_spans.c.first_launch_ms.label("lo"), task_spans.c.last_finish_ms.label("hi"))
+                            .where(*span_cond))):
+        old = spans.get((s.query_id, s.batch_id))
+        spans[(s.query_id, s.batch_id)] = (s.lo, s.hi) if old is None else (min(old[0], s.lo), max(old[1], s.hi))
     xs = []
     for r in rows:
         span = spans.get((r.query_id, r.batch_id))
@@ -499,14 +549,22 @@ def stored_all(conn: Connection) -> list[tuple[int, ClusterProfile]]:
 
 def record_executor_events(conn: Connection, job_id: int, run_id: str, evs: Iterable[dict]) -> None:
     """Store executor add/remove times a reporter sent: ``{"executor_id", "added_ms"?, "removed_ms"?,
-    "cores"?}`` (driver clock, epoch ms); a later event of the same executor fills in what is known."""
+    "cores"?, "first_launch_ms"?, "first_finish_ms"?}`` (driver clock, epoch ms); a later event of the same
+    executor fills in what is known, the earliest first launch and first finish winning."""
     for ev in evs:
         key = (executor_events.c.job_id == job_id, executor_events.c.run_id == run_id,
                executor_events.c.executor_id == ev["executor_id"])
-        values = {k: ev[k] for k in ("added_ms", "removed_ms", "cores") if ev.get(k) is not None}
-        row = conn.execute(select(executor_events.c.id).where(*key)).first()
+        values = {k: ev[k] for k in ("added_ms", "removed_ms", "cores", "first_launch_ms", "first_finish_ms")
+                  if ev.get(k) is not None}
+        row = conn.execute(select(executor_events.c.id, executor_events.c.first_launch_ms,
+                                  executor_events.c.first_finish_ms).where(*key)).first()
         if row is None:
             conn.execute(insert(executor_events).values(job_id=job_id, run_id=run_id,
                                                         executor_id=ev["executor_id"], **values))
-        elif values:
+            continue
+        for name in ("first_launch_ms", "first_finish_ms"):
+            stored_ms = getattr(row, name)
+            if name in values and stored_ms is not None and stored_ms <= values[name]:
+                del values[name]
+        if values:
             conn.execute(update(executor_events).where(executor_events.c.id == row.id).values(**values))

@@ -1,15 +1,19 @@
 """Apply one validated report to the statistics store, in one transaction.
 
-Per report (Lohrmann's runtime-graph aggregator, thesis §4.4; digest §11.3–11.4):
+Per report (Lohrmann's runtime-graph aggregator, thesis §4.4; digest §11.3–11.4), the statistics are folded
+with ``policies.task_fold``, the fold the reporters share:
 
-* raw task rows are stored (Spark's units), so statistics can be recomputed and checked;
-* each successful task is folded into the window of its finish time for its runtime vertex
-  ``(template, partition)``: task latency (finish − stage submission), service time (executor
-  run time), service time per record (run time / records in, when records are known) and the
-  interarrival time of task launches at that runtime vertex (consecutive batches), all in
-  seconds, merged into the stored window with the exact Chan/Welford merge;
-* each completed stage is folded into its template window: interarrival times of task launches
-  within the stage, stage makespan (completion − submission), task count and slots;
+* report schema v3 (issue #42): the reporter folded its finished tasks at the edge; its runtime windows
+  (per ``(template, partition)``: counts, sums, moments of latency, service, service per record and
+  interarrival, min and max) and template windows (per completed stage's template: launch interarrival and
+  makespan moments) are merged into the stored windows with the exact Chan/Welford merge, in the database;
+  its task spans (first launch, last finish per micro-batch) and executors' first tasks are kept (earliest
+  and latest win); its task rows are detail, stored as they are and never folded again;
+* schema v1/v2 (whole task rows, deprecated): every task row is stored and the control plane folds the
+  report itself with the same functions — each task into the window of its finish time for its runtime vertex,
+  the interarrival of task launches at that vertex carried over reports by ``runtime_vertices.last_launch_ms``,
+  each newly completed stage run with the launches of its tasks stored so far — so that a job's statistics are
+  the same whichever way its tasks travelled (tests/integration/test_edge_fold.py);
 * micro-batch progress rows are stored as they are, and so are the queries' states between
   batches (``aggregators.liveness``).
 
@@ -38,7 +42,7 @@ from sqlalchemy import bindparam, case, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
-                                runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
+                                runtime_vertices, runtime_windows, stage_runs, task_spans, tasks, template_vertices,
                                 template_windows)
 from spark_governor.aggregators.bulk import insert_new_rows, insert_tuples, update_rows, upsert_rows
 from spark_governor.aggregators.directives import apply_acks
@@ -46,7 +50,9 @@ from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.liveness import store_query_states
 from spark_governor.aggregators.partitions import store_partition_stats
 from spark_governor.aggregators.runs import touch_run
-from spark_governor.aggregators.welford import Moments, sql_merge, sql_saturating_sum
+from spark_governor.aggregators.welford import sql_extreme, sql_merge, sql_saturating_sum
+from spark_governor.policies.task_fold import (completed, fold_tasks, merge_template_window, sampled,
+                                               stage_window)
 from spark_governor.policies.wire import INT64_MAX, Report, TaskRecord
 
 DEFAULT_WINDOW_MS = 5_000
@@ -127,7 +133,7 @@ def _register_reporter(conn: Connection, job_id: int, report: Report, now: int, 
     # the common case in one statement: a known reporter of this job and token, with a newer seq (the
     # WHERE is re-checked under the row lock, so concurrent retries of one seq apply it once)
     params = {"p_id": r.id, "p_job": job_id, "p_seq": r.seq, "p_now": now, "p_dropped": r.dropped_total,
-              "p_orphaned": r.orphaned_total, "p_tasks": len(report.tasks)}
+              "p_orphaned": r.orphaned_total, "p_tasks": report.folded_tasks}
     if token is not None:
         params["p_token"] = token
     advanced = conn.execute(_statement("advance_reporter", token is None), params)
@@ -137,7 +143,7 @@ def _register_reporter(conn: Connection, job_id: int, report: Report, now: int, 
     if row is None:
         conn.execute(insert(reporters).values(
             id=r.id, job_id=job_id, last_seq=r.seq, dropped_total=r.dropped_total,
-            orphaned_total=r.orphaned_total, reports_total=1, tasks_total=len(report.tasks),
+            orphaned_total=r.orphaned_total, reports_total=1, tasks_total=report.folded_tasks,
             first_ms=now, last_ms=now, token_name=token))
         return True
     if row.job_id != job_id or row.token_name != token:
@@ -149,13 +155,13 @@ def _register_reporter(conn: Connection, job_id: int, report: Report, now: int, 
         last_seq=r.seq, last_ms=now,
         dropped_total=max(row.dropped_total, r.dropped_total),
         orphaned_total=max(row.orphaned_total, r.orphaned_total),
-        reports_total=row.reports_total + 1, tasks_total=row.tasks_total + len(report.tasks)))
+        reports_total=row.reports_total + 1, tasks_total=row.tasks_total + report.folded_tasks))
     return True
 
 
 def _ensure_templates(conn: Connection, job_id: int, report: Report, now: int) -> dict[str, int]:
     described = {t.key: t for t in report.templates}
-    keys = set(described) | {s.template_key for s in report.stages} | {t.template_key for t in report.tasks}
+    keys = set(described) | template_keys(report)
     if not keys:
         return {}
     existing = {r.key: r for r in conn.execute(_statement("templates"), {"p_job": job_id, "p_keys": sorted(keys)})}
@@ -198,99 +204,89 @@ def _ensure_runtime_vertices(conn: Connection, pairs: set[tuple[int, int]]) -> d
     return out
 
 
-def _merge_row(row: dict, moments: dict[str, Moments], names) -> dict:
-    """Moment columns of ``row`` merged with ``moments`` (all of ``names``, changed or not)."""
-    values = {}
-    for name in names:
-        merged = Moments(row[f"{name}_n"], row[f"{name}_mean"], row[f"{name}_m2"]).merge(moments.get(name, Moments()))
-        values.update({f"{name}_n": merged.n, f"{name}_mean": merged.mean, f"{name}_m2": merged.m2})
-    return values
+def template_keys(report: Report) -> set[str]:
+    """The template keys a report's records refer to (besides those it describes)."""
+    return ({s.template_key for s in report.stages} | {t.template_key for t in report.tasks}
+            | {w.template_key for w in report.runtime_windows} | {w.template_key for w in report.template_windows})
 
 
-_NO_MOMENTS = Moments()
-#: (moment, its n, mean and M2 columns) of a runtime window
-_RUNTIME_MOMENT_COLUMNS = tuple((name, f"{name}_n", f"{name}_mean", f"{name}_m2") for name in RUNTIME_MOMENTS)
-#: the runtime sums that are task fields as they are (``records_in`` is input + shuffle-read records)
-_TASK_SUMS = tuple(name for name in RUNTIME_SUMS if name != "records_in")
+#: (moment, its n, mean, M2, min and max columns) of a runtime window
+_RUNTIME_MOMENT_COLUMNS = tuple((name, f"{name}_n", f"{name}_mean", f"{name}_m2", f"{name}_min", f"{name}_max")
+                                for name in RUNTIME_MOMENTS)
 _WINDOW_KEY = ("runtime_vertex_id", "window_start_ms")
-#: a task row as stored: the wire record's fields (without its template key), then where it belongs
+#: a task row as stored: the wire record's fields (without its template key), whether it is in the uniform
+#: sample, then where it belongs
 _TASK_FIELDS = tuple(f for f in TaskRecord.model_fields if f != "template_key")
-_TASK_COLUMNS = (*_TASK_FIELDS, "job_id", "template_id", "runtime_vertex_id", "app_id")
+_TASK_COLUMNS = (*_TASK_FIELDS, "sampled", "job_id", "template_id", "runtime_vertex_id", "app_id")
 _task_values = itemgetter(*_TASK_FIELDS)
 #: how a stored runtime window absorbs the same window of a new report (aggregators.welford)
 _WINDOW_MERGE = tuple(
     [(c, sql_saturating_sum(c, "runtime_windows", "excluded", INT64_MAX)) for c in ("tasks", "failed_tasks", *RUNTIME_SUMS)]
-    + [item for name in RUNTIME_MOMENTS for item in sql_merge(name, "runtime_windows", "excluded").items()])
+    + [item for name in RUNTIME_MOMENTS for item in sql_merge(name, "runtime_windows", "excluded").items()]
+    + [(f"{name}_{end}", sql_extreme(f"{name}_{end}", "runtime_windows", "excluded", end))
+       for name in RUNTIME_MOMENTS for end in ("min", "max")])
 
 
-def fold_task(t: TaskRecord, rv: list, window_ms: int, sums: dict, samples: dict) -> None:
-    """Fold task ``t`` of runtime vertex ``rv`` ([id, last launch ms], the last launch advanced here) into the
-    sums and samples (seconds) of its window, keyed ``(runtime vertex id, window start ms)`` (module
-    docstring; ``aggregators.ingest_batch`` folds a batch with it too)."""
-    key = (rv[0], t.finish_ms - t.finish_ms % window_ms)
-    s = sums[key]
-    if not t.successful:
-        s["failed_tasks"] += 1
-        return
+def task_row(t: TaskRecord, job_id: int, template_id: int, runtime_vertex_id: int, app_id: str) -> tuple:
+    """A task row as stored (``_TASK_COLUMNS``)."""
     d = t.__dict__  # a flat model: its fields as stored (model_dump costs ~8 µs per task)
-    s["tasks"] += 1
-    records_in = t.input_records + t.shuffle_read_records
-    s["records_in"] += records_in
-    for name in _TASK_SUMS:
-        s[name] += d[name]
-    smp = samples[key]
-    smp["service"].append(t.run_time_ms / 1000.0)
-    if t.stage_submission_ms is not None:
-        smp["latency"].append((t.finish_ms - t.stage_submission_ms) / 1000.0)
-    if records_in > 0:
-        smp["service_per_record"].append(t.run_time_ms / 1000.0 / records_in)
-    if rv[1] is not None and t.launch_ms > rv[1]:
-        smp["interarrival"].append((t.launch_ms - rv[1]) / 1000.0)
-    rv[1] = t.launch_ms if rv[1] is None else max(rv[1], t.launch_ms)
+    return (*_task_values(d), sampled(t.task_id), job_id, template_id, runtime_vertex_id, app_id)
 
 
-def window_values(key: tuple[int, int], template_id: int, window_ms: int, s: dict, smp: dict) -> dict:
-    """The runtime window row of one report's tasks in window ``key`` (sums saturated at 2⁶³ − 1, moments of
-    the samples), as the window upsert inserts or merges it."""
-    values = {"runtime_vertex_id": key[0], "template_id": template_id, "window_start_ms": key[1],
-              "window_ms": window_ms, "tasks": s["tasks"], "failed_tasks": s["failed_tasks"]}
+def window_row(runtime_vertex_id: int, template_id: int, window_start_ms: int, window_ms: int, w) -> dict:
+    """A runtime window row (flat columns) of a window record (``policies.task_fold`` / the wire's
+    ``RuntimeWindowRecord``, a dict or a model): sums saturated at 2⁶³ − 1, moments as columns."""
+    get = w.get if isinstance(w, dict) else w.__dict__.get
+    values = {"runtime_vertex_id": runtime_vertex_id, "template_id": template_id, "window_start_ms": window_start_ms,
+              "window_ms": window_ms, "tasks": get("tasks"), "failed_tasks": get("failed_tasks")}
     for name in RUNTIME_SUMS:
-        values[name] = min(s[name], INT64_MAX)
-    for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
-        vals = smp.get(name)
-        if not vals:
-            values[n_col], values[mean_col], values[m2_col] = 0, 0.0, 0.0
-        elif len(vals) == 1:  # most windows of a report: one task (Moments.of's result, without the object)
-            values[n_col], values[mean_col], values[m2_col] = 1, float(vals[0]), 0.0
-        else:
-            m = Moments.of(vals)
-            values[n_col], values[mean_col], values[m2_col] = m.n, m.mean, m.m2
+        values[name] = min(get(name), INT64_MAX)
+    for name, n_col, mean_col, m2_col, min_col, max_col in _RUNTIME_MOMENT_COLUMNS:
+        m = get(name)
+        m = m if isinstance(m, dict) else m.__dict__
+        values[n_col], values[mean_col], values[m2_col] = m["n"], float(m["mean"]), float(m["m2"])
+        values[min_col] = None if m["min"] is None else float(m["min"])
+        values[max_col] = None if m["max"] is None else float(m["max"])
+    return values
+
+
+def template_window_row(template_id: int, window_start_ms: int, window_ms: int, w) -> dict:
+    """A template window row (flat columns) of a template-window record (a dict or the wire's model)."""
+    get = w.get if isinstance(w, dict) else w.__dict__.get
+    values = {"template_id": template_id, "window_start_ms": window_start_ms, "window_ms": window_ms,
+              "stages": get("stages"), "max_num_tasks": get("max_num_tasks"), "max_slots": get("max_slots")}
+    for name in TEMPLATE_MOMENTS:
+        m = get(name)
+        m = m if isinstance(m, dict) else m.__dict__
+        values.update({f"{name}_n": m["n"], f"{name}_mean": float(m["mean"]), f"{name}_m2": float(m["m2"])})
     return values
 
 
 def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
+    """Store the report's task rows; a v1/v2 report's tasks are folded into their runtime windows too."""
     app_id = report.reporter.app_id or ""
-    rvs = _ensure_runtime_vertices(conn, {(template_ids[t.template_key], t.partition) for t in report.tasks})
-    rows = []
-    # samples per (runtime_vertex_id, window_start)
-    samples: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    sums: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for t in sorted(report.tasks, key=lambda t: t.launch_ms):
-        tid = template_ids[t.template_key]
-        rv = rvs[(tid, t.partition)]
-        rows.append((*_task_values(t.__dict__), job_id, tid, rv[0], app_id))
-        fold_task(t, rv, window_ms, sums, samples)
+    pairs = {(template_ids[t.template_key], t.partition) for t in report.tasks}
+    pairs |= {(template_ids[w.template_key], w.partition) for w in report.runtime_windows}
+    rvs = _ensure_runtime_vertices(conn, pairs)
+    rows = [task_row(t, job_id, template_ids[t.template_key], rvs[(template_ids[t.template_key], t.partition)][0],
+                     app_id) for t in sorted(report.tasks, key=lambda t: t.launch_ms)]
     insert_tuples(conn, tasks, _TASK_COLUMNS, rows)
-    update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": last}
-                                          for rid, last in rvs.values() if last is not None])
-    if not sums:
-        return len(rows)
     rv_template = {rid: tid for (tid, _p), (rid, _l) in rvs.items()}
-    rows_w = []
-    for key in sorted(sums):  # in key order: concurrent reports lock shared windows in the same order
-        rows_w.append(window_values(key, rv_template[key[0]], window_ms, sums[key], samples.get(key, {})))
-    # one upsert: new windows inserted, stored ones merged in the database (Chan's merge, sums saturated)
-    upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
+    if report.schema_version >= 3:
+        rows_w = [window_row(rvs[(template_ids[w.template_key], w.partition)][0], template_ids[w.template_key],
+                             w.window_start_ms, window_ms, w) for w in report.runtime_windows]
+        rows_w.sort(key=itemgetter(*_WINDOW_KEY))
+        upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
+        return report.folded_tasks
+    last = {rid: launch for rid, launch in rvs.values()}
+    windows = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
+                         lambda t: rvs[(template_ids[t["template_key"]], t["partition"])][0])
+    update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": launch}
+                                          for rid, launch in last.items() if launch is not None])
+    # in key order: concurrent reports lock shared windows in the same order; one upsert: new windows inserted,
+    # stored ones merged in the database (Chan's merge, sums saturated)
+    upsert_rows(conn, runtime_windows, [window_row(key[0], rv_template[key[0]], key[1], window_ms, windows[key])
+                                        for key in sorted(windows)], _WINDOW_KEY, _WINDOW_MERGE)
     return len(rows)
 
 
@@ -307,61 +303,89 @@ _TEMPLATE_MERGE = (
 
 
 def fold_stage(merged: dict, tid: int, s, launches: list[int], window_ms: int) -> None:
-    """Fold completed stage run ``s`` of template ``tid`` into ``merged`` (template window rows keyed
-    ``(template id, window start ms)``): the interarrival times of its task launches (``launches``, epoch ms,
-    sorted) and its makespan, in seconds (module docstring; ``aggregators.ingest_batch`` folds a batch with it)."""
-    moments = {"launch_interarrival": Moments.of([(b - a) / 1000.0 for a, b in zip(launches, launches[1:])])}
-    if s.submission_ms is not None and s.completion_ms >= s.submission_ms:
-        moments["makespan"] = Moments.of([(s.completion_ms - s.submission_ms) / 1000.0])
+    """Fold completed stage run ``s`` of template ``tid`` into ``merged`` (template window records keyed
+    ``(template id, window start ms)``): ``policies.task_fold.stage_window`` of its task launches
+    (``launches``, epoch ms, sorted), merged in report order."""
     key = (tid, _window(s.completion_ms, window_ms))
-    row = merged.get(key)
-    if row is None:
-        values = {"template_id": tid, "window_start_ms": key[1], "window_ms": window_ms, "stages": 1,
-                  "max_num_tasks": s.num_tasks, "max_slots": s.slots}
-        for name in TEMPLATE_MOMENTS:
-            m = moments.get(name, _NO_MOMENTS)
-            values.update({f"{name}_n": m.n, f"{name}_mean": m.mean, f"{name}_m2": m.m2})
-        merged[key] = values
-    else:
-        row.update(_merge_row(row, moments, TEMPLATE_MOMENTS))
-        row.update(stages=row["stages"] + 1, max_num_tasks=max(row["max_num_tasks"], s.num_tasks),
-                   max_slots=max(row["max_slots"] or 0, s.slots or 0) or None)
+    rec = stage_window(s.__dict__, launches)
+    merged[key] = rec if key not in merged else merge_template_window(merged[key], rec)
+
+
+def template_rows(merged: dict, window_ms: int) -> list[dict]:
+    """The template window rows of ``merged`` (:func:`fold_stage`), in key order."""
+    return [template_window_row(k[0], k[1], window_ms, merged[k]) for k in sorted(merged)]
 
 
 def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
-    """Store new stage runs and fold completed ones into their template windows, with a fixed number of
-    statements per report (not per stage): one insert of the runs not stored yet (``ON CONFLICT DO NOTHING``,
-    returning the new ones), one read of the task launches of every newly completed stage, one upsert of
-    the template windows (merged in the database, like the runtime windows)."""
-    if not report.stages:
-        return 0
-    app_id = report.reporter.app_id or ""
-    rows, by_key, seen = [], {}, set()
-    for s in report.stages:
-        if (s.stage_id, s.attempt) in seen:
-            continue
-        seen.add((s.stage_id, s.attempt))
-        values = dict(s.__dict__)
-        del values["template_key"]
-        tid = template_ids[s.template_key]
-        rows.append(dict(job_id=job_id, template_id=tid, app_id=app_id, **values))
-        by_key[(s.stage_id, s.attempt)] = (tid, s)
-    new = insert_new_rows(conn, stage_runs, rows, ("job_id", "app_id", "stage_id", "attempt"), ("stage_id", "attempt"))
-    completed = [by_key[k] for k in by_key if k in new
-                 and by_key[k][1].completion_ms is not None and not by_key[k][1].failure_reason]
-    if not completed:
+    """Store new stage runs and merge the report's template windows (v3) or fold its completed stage runs into
+    them (v1/v2), with a fixed number of statements per report (not per stage): one insert of the runs not stored
+    yet (``ON CONFLICT DO NOTHING``, returning the new ones), for v1/v2 one read of the task launches of every
+    newly completed stage, one upsert of the template windows (merged in the database, like the runtime
+    windows)."""
+    new = set()
+    if report.stages:
+        app_id = report.reporter.app_id or ""
+        rows, by_key, seen = [], {}, set()
+        for s in report.stages:
+            if (s.stage_id, s.attempt) in seen:
+                continue
+            seen.add((s.stage_id, s.attempt))
+            values = dict(s.__dict__)
+            del values["template_key"]
+            tid = template_ids[s.template_key]
+            rows.append(dict(job_id=job_id, template_id=tid, app_id=app_id, **values))
+            by_key[(s.stage_id, s.attempt)] = (tid, s)
+        new = insert_new_rows(conn, stage_runs, rows, ("job_id", "app_id", "stage_id", "attempt"),
+                              ("stage_id", "attempt"))
+    if report.schema_version >= 3:
+        rows_t = [template_window_row(template_ids[w.template_key], w.window_start_ms, window_ms, w)
+                  for w in report.template_windows]
+        upsert_rows(conn, template_windows, sorted(rows_t, key=itemgetter(*_TEMPLATE_KEY)), _TEMPLATE_KEY,
+                    _TEMPLATE_MERGE)
+        return len(new)
+    done = [by_key[k] for k in by_key if k in new and completed(by_key[k][1].__dict__)] if new else []
+    if not done:
         return len(new)
     launches: dict[tuple[int, int], list[int]] = defaultdict(list)
-    wanted = [(s.stage_id, s.attempt) for _tid, s in completed]
+    wanted = [(s.stage_id, s.attempt) for _tid, s in done]
     for chunk in range(0, len(wanted), 400):
         for r in conn.execute(_statement("stage_launches"),
                               {"p_job": job_id, "p_app": app_id, "p_stages": wanted[chunk:chunk + 400]}):
             launches[(r.stage_id, r.stage_attempt)].append(r.launch_ms)
     merged: dict[tuple[int, int], dict] = {}
-    for tid, s in completed:  # in report order; the stored window absorbs their merge in the database
+    for tid, s in done:  # in report order; the stored window absorbs their merge in the database
         fold_stage(merged, tid, s, launches.get((s.stage_id, s.attempt), []), window_ms)
-    upsert_rows(conn, template_windows, [merged[k] for k in sorted(merged)], _TEMPLATE_KEY, _TEMPLATE_MERGE)
+    upsert_rows(conn, template_windows, template_rows(merged, window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
     return len(new)
+
+
+_SPAN_KEY = ("job_id", "app_id", "query_id", "batch_id")
+#: a stored span absorbs a new one: the earliest launch, the latest finish
+_SPAN_MERGE = (("first_launch_ms", "CASE WHEN excluded.first_launch_ms < task_spans.first_launch_ms "
+                                   "THEN excluded.first_launch_ms ELSE task_spans.first_launch_ms END"),
+               ("last_finish_ms", "CASE WHEN excluded.last_finish_ms > task_spans.last_finish_ms "
+                                  "THEN excluded.last_finish_ms ELSE task_spans.last_finish_ms END"))
+
+
+def span_rows(job_id: int, report: Report) -> list[dict]:
+    """The task-span rows of a v3 report (``task_spans``), one per micro-batch, in key order."""
+    app_id = report.reporter.app_id or ""
+    merged: dict[tuple, dict] = {}
+    for sp in report.task_spans:
+        key = (job_id, app_id, sp.query_id, sp.batch_id)
+        row = merged.get(key)
+        if row is None:
+            merged[key] = {"job_id": job_id, "app_id": app_id, "query_id": sp.query_id, "batch_id": sp.batch_id,
+                           "first_launch_ms": sp.first_launch_ms, "last_finish_ms": sp.last_finish_ms}
+        else:
+            row["first_launch_ms"] = min(row["first_launch_ms"], sp.first_launch_ms)
+            row["last_finish_ms"] = max(row["last_finish_ms"], sp.last_finish_ms)
+    return [merged[k] for k in sorted(merged)]
+
+
+def store_spans(conn: Connection, rows: list[dict]) -> None:
+    """Upsert task-span rows (:func:`span_rows`), the earliest launch and latest finish winning."""
+    upsert_rows(conn, task_spans, rows, _SPAN_KEY, _SPAN_MERGE)
 
 
 def _store_batches(conn: Connection, job_id: int, report: Report, job_run_id: str | None = None) -> int:
@@ -387,6 +411,8 @@ def job_values(report: Report, now: int) -> dict:
         values["attachment"] = r.attachment.model_dump(mode="json")
     if r.app_id:
         values.update(app_id=r.app_id, master=r.master)
+    if r.task_detail is not None:
+        values["task_detail"] = r.task_detail
     return values
 
 
@@ -407,8 +433,11 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     job_run_id = touch_run(conn, job_id, report, now)  # aggregators.runs: one run per application
     template_ids = _ensure_templates(conn, job_id, report, now)
     result = IngestResult(job_id)
-    result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms) if report.tasks else 0
+    if report.tasks or report.runtime_windows:
+        result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms)
     result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
+    if report.task_spans:
+        store_spans(conn, span_rows(job_id, report))
     result.batches = _store_batches(conn, job_id, report, job_run_id)
     store_partition_stats(conn, job_id, report, now)
     store_query_states(conn, job_id, report, now)

@@ -30,7 +30,7 @@ table, ids included:
   of thesis §4.4.1 —, a run's or a template's last report time, a template's description, the first report
   of a stage run or micro-batch) is carried from report to report in Python, in batch order, and written once;
 * windows of several reports with the same key are merged in Python with Chan et al.'s exact merge
-  (``aggregators.welford.Moments.merge``, thesis §4.4.1, digest §2.4) before the one upsert that merges them
+  (``policies.moments.Moments.merge``, thesis §4.4.1, digest §2.4) before the one upsert that merges them
   into the stored window, so the moments equal the one-by-one result up to rounding (the merge order differs);
   counts and sums are exact (saturated at 2⁶³ − 1 as one by one);
 * the task launches of a stage completed by report k are those stored before the batch (read before the
@@ -53,18 +53,18 @@ from sqlalchemy.engine import Connection
 from spark_governor.aggregators.bulk import insert_new_rows, insert_tuples, update_rows, upsert_rows
 from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.directives import apply_acks, directive_dict
-from spark_governor.aggregators.ingest import (_RUNTIME_MOMENT_COLUMNS, _TASK_COLUMNS, _TEMPLATE_KEY,
-                                               _TEMPLATE_MERGE, _WINDOW_KEY, _WINDOW_MERGE, DEFAULT_WINDOW_MS,
-                                               IngestResult, ReporterConflict, _now_ms, _statement, _task_values,
-                                               fold_stage, fold_task, job_values, window_values)
+from spark_governor.aggregators.ingest import (_TASK_COLUMNS, _TEMPLATE_KEY, _TEMPLATE_MERGE, _WINDOW_KEY,
+                                               _WINDOW_MERGE, DEFAULT_WINDOW_MS, IngestResult, ReporterConflict,
+                                               _now_ms, _statement, fold_stage, job_values, span_rows, store_spans,
+                                               task_row, template_keys, template_rows, window_row)
 from spark_governor.aggregators.liveness import query_state_rows
-from spark_governor.aggregators.models import (RUNTIME_SUMS, batches, directives,
-                                               jobs, partition_stats, query_states, reporters, runtime_vertices,
-                                               runtime_windows, stage_runs, tasks, template_vertices, template_windows)
+from spark_governor.aggregators.models import (batches, directives, jobs, partition_stats, query_states, reporters,
+                                               runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
+                                               template_windows)
 from spark_governor.aggregators.partitions import partition_rows
 from spark_governor.aggregators.runs import touch_runs
-from spark_governor.aggregators.welford import Moments
-from spark_governor.policies.wire import INT64_MAX, Report
+from spark_governor.policies.task_fold import (completed, fold_tasks, merge_runtime_window, merge_template_window)
+from spark_governor.policies.wire import Report
 
 
 @dataclass
@@ -163,7 +163,8 @@ def _register_reporters(conn: Connection, items: Sequence[Pending], job_ids: lis
     advanced: set[str] = set()
     if conn.dialect.name == "postgresql":
         arrays = ([r.id for r in reps], job_ids, [it.token for it in items], [r.seq for r in reps], nows,
-                  [r.dropped_total for r in reps], [r.orphaned_total for r in reps], [len(it.report.tasks) for it in items])
+                  [r.dropped_total for r in reps], [r.orphaned_total for r in reps],
+                  [it.report.folded_tasks for it in items])
         advanced = {row[0] for row in conn.exec_driver_sql(_PG_ADVANCE, tuple(list(a) for a in arrays))}
     rest = [i for i, r in enumerate(reps) if r.id not in advanced]
     accepted = [True] * len(items)
@@ -177,7 +178,8 @@ def _register_reporters(conn: Connection, items: Sequence[Pending], job_ids: lis
         row = stored.get(r.id)
         if row is None:
             new_rows.append(dict(id=r.id, job_id=job_ids[i], last_seq=r.seq, dropped_total=r.dropped_total,
-                                 orphaned_total=r.orphaned_total, reports_total=1, tasks_total=len(it.report.tasks),
+                                 orphaned_total=r.orphaned_total, reports_total=1,
+                                 tasks_total=it.report.folded_tasks,
                                  first_ms=now, last_ms=now, token_name=it.token))
         elif row.job_id != job_ids[i] or row.token_name != it.token:
             raise BatchItemError(i, ReporterConflict(
@@ -189,7 +191,7 @@ def _register_reporters(conn: Connection, items: Sequence[Pending], job_ids: lis
                             "dropped_total": max(row.dropped_total, r.dropped_total),
                             "orphaned_total": max(row.orphaned_total, r.orphaned_total),
                             "reports_total": row.reports_total + 1,
-                            "tasks_total": row.tasks_total + len(it.report.tasks)})
+                            "tasks_total": row.tasks_total + it.report.folded_tasks})
     if updates:
         conn.execute(_REPORTER_UPDATE, updates)
     if new_rows:
@@ -205,7 +207,7 @@ def _ensure_templates(conn: Connection, accepted: list[_Item]) -> None:
         r = item.report
         described = {t.key: t for t in r.templates}
         # the same set, built the same way, as ingest_report: new templates are inserted in its iteration order
-        keys = set(described) | {s.template_key for s in r.stages} | {t.template_key for t in r.tasks}
+        keys = set(described) | template_keys(r)
         wanted.append((item, described, keys))
     all_keys = sorted({k for _i, _d, keys in wanted for k in keys})
     if not all_keys:
@@ -257,7 +259,9 @@ def _ensure_templates(conn: Connection, accepted: list[_Item]) -> None:
 def _ensure_runtime_vertices(conn: Connection, accepted: list[_Item]) -> dict[tuple[int, int], list]:
     """(template_id, partition) → [runtime_vertex_id, last_launch_ms] for every task of the batch; new ones are
     inserted as ``ingest_report`` would, report by report (each report's new pairs in sorted order)."""
-    per_report = [{(item.template_ids[t.template_key], t.partition) for t in item.report.tasks} for item in accepted]
+    per_report = [{(item.template_ids[t.template_key], t.partition) for t in item.report.tasks}
+                  | {(item.template_ids[w.template_key], w.partition) for w in item.report.runtime_windows}
+                  for item in accepted]
     pairs = set().union(*per_report) if per_report else set()
     out: dict[tuple[int, int], list] = {}
     if not pairs:
@@ -281,53 +285,49 @@ def _ensure_runtime_vertices(conn: Connection, accepted: list[_Item]) -> dict[tu
 # -- tasks and stages ------------------------------------------------------------------------------------
 def _fold_tasks(accepted: list[_Item], rvs: dict, window_ms: int, results: list[IngestResult]):
     """``ingest._fold_tasks`` for every item, without its statements: the task rows in batch order, the
-    runtime windows of the batch (each report's window moments merged in batch order) and, per stage attempt
-    of the batch, the task launches with the index of their report."""
+    runtime windows of the batch (each report's windows — sent by a v3 reporter, else folded here — merged in
+    batch order), the runtime vertices' last launches and, per stage attempt of the batch's v1/v2 reports, the
+    task launches with the index of their report."""
     rows: list[tuple] = []
     windows: dict[tuple[int, int], dict] = {}
     launches: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     rv_template = {}
+    last = {rid: launch for rid, launch in rvs.values()}
     for item in accepted:
         report = item.report
-        if not report.tasks:
-            continue
         tids = item.template_ids
-        samples: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
-        sums: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
         n0 = len(rows)
         for t in sorted(report.tasks, key=lambda t: t.launch_ms):
             tid = tids[t.template_key]
-            rv = rvs[(tid, t.partition)]
-            rv_template[rv[0]] = tid
-            rows.append((*_task_values(t.__dict__), item.job_id, tid, rv[0], item.app_id))
-            launches[(item.job_id, item.app_id, t.stage_id, t.stage_attempt)].append((item.index, t.launch_ms))
-            fold_task(t, rv, window_ms, sums, samples)
-        results[item.index].tasks = len(rows) - n0
-        for key, s in sums.items():  # this report's window as ingest_report would upsert it ...
-            values = window_values(key, rv_template[key[0]], window_ms, s, samples.get(key, {}))
-            stored = windows.get(key)
-            # ... merged into the same window of the batch's earlier reports as the upsert would merge it
-            windows[key] = values if stored is None else _merge_windows(stored, values)
-    window_rows = [windows[key] for key in sorted(windows)]  # key order: concurrent transactions lock alike
-    return rows, window_rows, launches
-
-
-def _merge_windows(stored: dict, new: dict) -> dict:
-    """A runtime window of the batch absorbing the same window of a later report: ``ingest._WINDOW_MERGE`` in
-    Python (counts and sums saturated at 2⁶³ − 1, moments by Chan's merge, ``Moments.merge``)."""
-    for name in ("tasks", "failed_tasks", *RUNTIME_SUMS):
-        stored[name] = min(stored[name] + new[name], INT64_MAX)
-    for name, n_col, mean_col, m2_col in _RUNTIME_MOMENT_COLUMNS:
-        if new[n_col]:
-            m = Moments(stored[n_col], stored[mean_col], stored[m2_col]).merge(
-                Moments(new[n_col], new[mean_col], new[m2_col]))
-            stored[n_col], stored[mean_col], stored[m2_col] = m.n, m.mean, m.m2
-    return stored
+            rid = rvs[(tid, t.partition)][0]
+            rv_template[rid] = tid
+            rows.append(task_row(t, item.job_id, tid, rid, item.app_id))
+            if report.schema_version < 3:
+                launches[(item.job_id, item.app_id, t.stage_id, t.stage_attempt)].append((item.index, t.launch_ms))
+        if report.schema_version >= 3:
+            results[item.index].tasks = report.folded_tasks
+            mine = {}
+            for w in report.runtime_windows:
+                tid = tids[w.template_key]
+                rid = rvs[(tid, w.partition)][0]
+                rv_template[rid] = tid
+                mine[(rid, w.window_start_ms)] = w.model_dump()
+        else:
+            results[item.index].tasks = len(rows) - n0
+            mine = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
+                              lambda t: rvs[(tids[t["template_key"]], t["partition"])][0])
+        for key, w in mine.items():  # this report's window as ingest_report would upsert it, merged into the
+            stored = windows.get(key)  # same window of the batch's earlier reports as the upsert would merge it
+            windows[key] = w if stored is None else merge_runtime_window(stored, w)
+    # key order: concurrent transactions lock alike
+    window_rows = [window_row(key[0], rv_template[key[0]], key[1], window_ms, windows[key]) for key in sorted(windows)]
+    return rows, window_rows, launches, last
 
 
 def _store_stage_runs(conn: Connection, accepted: list[_Item], results: list[IngestResult]) -> list[tuple]:
     """Insert the stage runs not stored yet (one statement for the batch); returns the newly completed ones as
-    (item, template id, stage record), in batch order. A stage run sent by several reports is new for the first."""
+    (item, template id, stage record) of the v1/v2 reports (a v3 reporter folded its own), in batch order. A stage
+    run sent by several reports is new for the first."""
     rows, owners = [], []
     for item in accepted:
         seen = set()
@@ -344,16 +344,16 @@ def _store_stage_runs(conn: Connection, accepted: list[_Item], results: list[Ing
         return []
     new = insert_new_rows(conn, stage_runs, rows, ("job_id", "app_id", "stage_id", "attempt"),
                           ("job_id", "app_id", "stage_id", "attempt"))
-    completed = []
+    done = []
     for item, tid, s in owners:
         key = (item.job_id, item.app_id, s.stage_id, s.attempt)
         if key not in new:
             continue
         new.discard(key)  # the first report that sends it stored it
         results[item.index].stages += 1
-        if s.completion_ms is not None and not s.failure_reason:
-            completed.append((item, tid, s))
-    return completed
+        if item.report.schema_version < 3 and completed(s.__dict__):
+            done.append((item, tid, s))
+    return done
 
 
 def _stored_launches(conn: Connection, completed: list[tuple]) -> dict[tuple, list[int]]:
@@ -372,15 +372,27 @@ def _stored_launches(conn: Connection, completed: list[tuple]) -> dict[tuple, li
     return out
 
 
-def _template_windows(completed: list[tuple], stored: dict, batch_launches: dict, window_ms: int) -> list[dict]:
-    """``ingest._fold_stages``'s template windows of every newly completed stage of the batch, merged in batch
-    order: a stage completed by report k sees the launches stored before the batch and those of reports 1…k."""
+def _template_windows(accepted: list[_Item], completed: list[tuple], stored: dict, batch_launches: dict,
+                      window_ms: int) -> list[dict]:
+    """``ingest._fold_stages``'s template windows of the batch, merged in batch order: a v3 report's as it sent
+    them, a v1/v2 report's folded from its newly completed stages (a stage completed by report k sees the
+    launches stored before the batch and those of reports 1…k)."""
     merged: dict[tuple[int, int], dict] = {}
+    by_item = defaultdict(list)
     for item, tid, s in completed:
-        key4 = (item.job_id, item.app_id, s.stage_id, s.attempt)
-        ls = sorted(stored.get(key4, []) + [ms for idx, ms in batch_launches.get(key4, ()) if idx <= item.index])
-        fold_stage(merged, tid, s, ls, window_ms)
-    return [merged[k] for k in sorted(merged)]
+        by_item[item.index].append((tid, s))
+    for item in accepted:
+        if item.report.schema_version >= 3:
+            for w in item.report.template_windows:
+                key = (item.template_ids[w.template_key], w.window_start_ms)
+                rec = w.model_dump()
+                merged[key] = rec if key not in merged else merge_template_window(merged[key], rec)
+            continue
+        for tid, s in by_item.get(item.index, ()):
+            key4 = (item.job_id, item.app_id, s.stage_id, s.attempt)
+            ls = sorted(stored.get(key4, []) + [ms for idx, ms in batch_launches.get(key4, ()) if idx <= item.index])
+            fold_stage(merged, tid, s, ls, window_ms)
+    return template_rows(merged, window_ms)
 
 
 def _store_batches(conn: Connection, accepted: list[_Item], results: list[IngestResult]) -> None:
@@ -440,16 +452,27 @@ def ingest_reports(conn: Connection, items: Sequence[Pending],
         item.run_id = run_id
     _ensure_templates(conn, accepted)
     rvs = _ensure_runtime_vertices(conn, accepted)
-    task_rows, window_rows, batch_launches = _fold_tasks(accepted, rvs, window_ms, results)
+    rvs_last = {rid: launch for rid, launch in rvs.values()}
+    task_rows, window_rows, batch_launches, last = _fold_tasks(accepted, rvs, window_ms, results)
     completed = _store_stage_runs(conn, accepted, results)
     stored_launches = _stored_launches(conn, completed) if completed else {}
     insert_tuples(conn, tasks, _TASK_COLUMNS, task_rows)
-    update_rows(conn, runtime_vertices, sorted(({"_id": rid, "last_launch_ms": last}
-                                                for rid, last in rvs.values() if last is not None),
-                                               key=itemgetter("_id")))
+    update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": launch} for rid, launch in sorted(last.items())
+                                         if launch is not None and launch != rvs_last.get(rid)])
     upsert_rows(conn, runtime_windows, window_rows, _WINDOW_KEY, _WINDOW_MERGE)
-    upsert_rows(conn, template_windows, _template_windows(completed, stored_launches, batch_launches, window_ms),
-                _TEMPLATE_KEY, _TEMPLATE_MERGE)
+    upsert_rows(conn, template_windows, _template_windows(accepted, completed, stored_launches, batch_launches,
+                                                          window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
+    spans: dict[tuple, dict] = {}
+    for item in accepted:
+        for row in span_rows(item.job_id, item.report) if item.report.task_spans else ():
+            key = (row["job_id"], row["app_id"], row["query_id"], row["batch_id"])
+            old = spans.get(key)
+            if old is not None:
+                row["first_launch_ms"] = min(row["first_launch_ms"], old["first_launch_ms"])
+                row["last_finish_ms"] = max(row["last_finish_ms"], old["last_finish_ms"])
+            spans[key] = row
+    if spans:
+        store_spans(conn, [spans[k] for k in sorted(spans)])
     _store_batches(conn, accepted, results)
     rows = [row for item in accepted if item.report.partitions for row in partition_rows(item.job_id, item.report, item.now)]
     if rows:

@@ -13,6 +13,10 @@ from __future__ import annotations
 from sqlalchemy import (JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData,
                         String, Table, Text, UniqueConstraint)
 
+# the statistics a window keeps (policies.task_fold, the fold the reporters and ingest share): moments per
+# runtime window (seconds; with min and max), moments per template window (seconds), sums per runtime window
+from spark_governor.policies.task_fold import RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS
+
 metadata = MetaData(naming_convention={
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -20,22 +24,16 @@ metadata = MetaData(naming_convention={
     "pk": "pk_%(table_name)s",
 })
 
-#: Moment statistics kept per runtime window (seconds).
-RUNTIME_MOMENTS = ("latency", "service", "service_per_record", "interarrival")
-#: Moment statistics kept per template window only (seconds).
-TEMPLATE_MOMENTS = ("launch_interarrival", "makespan")
-#: Summed counters per runtime window.
-RUNTIME_SUMS = ("run_time_ms", "cpu_time_ns", "gc_time_ms", "input_records", "records_in", "output_records",
-                "shuffle_read_records", "shuffle_read_bytes", "shuffle_write_records", "shuffle_write_bytes",
-                "shuffle_fetch_wait_ms")
 
 
-def _moments(*names: str) -> list[Column]:
+def _moments(*names: str, extremes: bool = False) -> list[Column]:
     cols: list[Column] = []
     for name in names:
         cols += [Column(f"{name}_n", BigInteger, nullable=False, default=0),
                  Column(f"{name}_mean", Float, nullable=False, default=0.0),
                  Column(f"{name}_m2", Float, nullable=False, default=0.0)]
+        if extremes:  # migration 0011: NULL in windows stored before it and where n is 0
+            cols += [Column(f"{name}_min", Float), Column(f"{name}_max", Float)]
     return cols
 
 
@@ -52,6 +50,8 @@ jobs = Table(
     Column("not_actuatable", JSON),  # knob -> reason it cannot be actuated (e.g. "local mode")
     Column("knob_state", JSON),  # knob -> what the job's applier reports about it (e.g. declared exchanges)
     Column("attachment", JSON),  # how the job's reporter is attached: {kind, version, can_apply} (migration 0007)
+    # which task rows the job's reporter sends (policies.task_fold.TASK_DETAIL_MODES; NULL: every task, v1/v2)
+    Column("task_detail", String(8)),
 )
 
 reporters = Table(
@@ -147,6 +147,10 @@ tasks = Table(
     Column("successful", Boolean, nullable=False),
     Column("speculative", Boolean, nullable=False),
     Column("failure_reason", Text),
+    # migration 0011: why the row travelled (v3: warmup | sample | failed | all; NULL: a v1/v2 report, every
+    # task) and whether it is in the uniform sample (policies.task_fold.sampled)
+    Column("detail", String(8)),
+    Column("sampled", Boolean),
     Index("ix_tasks_job_finish", "job_id", "finish_ms"),
     Index("ix_tasks_job_app_stage", "job_id", "app_id", "stage_id", "stage_attempt"),
 )
@@ -160,7 +164,7 @@ runtime_windows = Table(
     Column("window_ms", Integer, nullable=False),
     Column("tasks", BigInteger, nullable=False, default=0),
     Column("failed_tasks", BigInteger, nullable=False, default=0),
-    *_moments(*RUNTIME_MOMENTS),
+    *_moments(*RUNTIME_MOMENTS, extremes=True),
     *[Column(name, BigInteger, nullable=False, default=0) for name in RUNTIME_SUMS],
     UniqueConstraint("runtime_vertex_id", "window_start_ms", name="uq_runtime_windows_vertex_window"),
     Index("ix_runtime_windows_template_window", "template_id", "window_start_ms"),
@@ -397,7 +401,24 @@ executor_events = Table(
     Column("added_ms", BigInteger),  # SparkListenerExecutorAdded time (driver clock, epoch ms)
     Column("removed_ms", BigInteger),  # SparkListenerExecutorRemoved time
     Column("cores", Integer),
+    # the executor's first task launch and first successful task finish (migration 0011; v3 reporters send them)
+    Column("first_launch_ms", BigInteger),
+    Column("first_finish_ms", BigInteger),
     UniqueConstraint("job_id", "run_id", "executor_id", name="uq_executor_events_job_run_executor"),
+)
+
+# -- the span of each micro-batch's tasks (migration 0011; v3 reporters send it, policies.task_fold) ----------
+
+task_spans = Table(
+    "task_spans", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", Integer, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("app_id", String(256), nullable=False, default=""),
+    Column("query_id", String(256), nullable=False),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("first_launch_ms", BigInteger, nullable=False),  # first task launch of the batch (epoch ms)
+    Column("last_finish_ms", BigInteger, nullable=False),  # last task finish of the batch (epoch ms)
+    UniqueConstraint("job_id", "app_id", "query_id", "batch_id", name="uq_task_spans_job_app_query_batch"),
 )
 
 cluster_profiles = Table(

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
 from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, job_runs, jobs, reporters,
                                 runtime_vertices, runtime_windows, template_vertices, template_windows)
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.policies.wire import EVENT_TIME_METRIC
 
 

@@ -209,6 +209,11 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
                 except ReportError as exc:
                     raise BadRequest(400, str(exc)) from None
                 del body
+                if report.window_ms is not None and report.window_ms != settings.window_ms:
+                    ingest_metrics.reports.labels("rejected").inc()
+                    return jsonify(error=f"window_ms: this control plane keeps {settings.window_ms} ms windows "
+                                         f"(got {report.window_ms}); fold with its window_ms",
+                                   window_ms=settings.window_ms), 400
                 principal = getattr(g, "principal", None)
                 if principal is not None and not principal.may_access(report.job):
                     raise BadRequest(403, f"job: token {principal.name!r} is not allowed for job {report.job!r}")
@@ -235,7 +240,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         ingest_metrics.reports.labels("duplicate" if result.duplicate else "accepted").inc()
         ingest_metrics.duration.observe(time.perf_counter() - started)
         return jsonify(accepted={"tasks": result.tasks, "stages": result.stages, "batches": result.batches},
-                       duplicate=result.duplicate, directives=pending)
+                       duplicate=result.duplicate, directives=pending, window_ms=settings.window_ms)
 
     @app.get("/api/v1/jobs")
     def get_jobs():

@@ -29,7 +29,7 @@ from spark_governor.aggregators.models import (
     knob_states,
     policy_configs,
 )
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.api.job_metrics import (DEFAULT_EXPIRY_S, UP_HORIZON_S, JobCollector, exported_jobs,
                                             query_current, query_label)
 from spark_governor.policies.registry import load_policies

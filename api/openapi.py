@@ -80,8 +80,8 @@ DECISION_STATUSES = ["recorded", "issued", "applied", "failed", "not_actuatable"
 def _paths() -> dict:
     return {
         "/api/v1/reports": {"post": {
-            "summary": "Ingest a report from a job's reporter (schema v2; v1 accepted); idempotent per "
-                       "(reporter id, seq)",
+            "summary": "Ingest a report from a job's reporter (schema v3: statistics folded at the edge; v1 and "
+                       "v2, whole task rows, accepted and deprecated); idempotent per (reporter id, seq)",
             "security": REPORT,
             # Content-Encoding describes the body's representation, not a parameter: a generated request that
             # picked gzip for an uncompressed body would be invalid whatever the document said
@@ -231,6 +231,23 @@ REPORT_RULES = {
     "integer outside the 64-bit range": "integers inside free-form JSON values fit 64 bits",
     "nested deeper than": "free-form JSON values nest at most MAX_JSON_DEPTH levels",
     "NUL characters": "strings hold no NUL character (\\u0000)",
+    "an empty sample": "moments with n 0 have mean 0, m2 0 and no min or max",
+    "min and max: required": "moments with n > 0 have min and max",
+    "min is above max": "a sample's min is at most its max",
+    "m2: a sample of one": "moments with n 1 have m2 0",
+    "service.n:": "a runtime window has one service time per successful task",
+    "more samples than": "a runtime window's latency, service-per-record and interarrival counts are at most its tasks",
+    "records_in: fewer than input_records": "records_in (input + shuffle read) is at least input_records",
+    "more makespans than": "a template window has at most one makespan per stage",
+    "last_finish_ms is before first_launch_ms": "a task span ends at or after it starts",
+    "schema_version: window_ms": "folded statistics need schema_version 3",
+    "window_ms: required": "a report with windows states its window_ms",
+    "is not aligned to": "a window starts at a multiple of window_ms",
+    "window_ms: required with tasks": "a v3 report with task rows states its window_ms",
+    "a task row of schema_version 3": "a v3 task row is detail of a task folded in the same report's runtime "
+                                      "windows",
+    "window_ms: this control plane keeps": "a report is folded with the control plane's window_ms (its answers "
+                                           "say which)",
 }
 
 

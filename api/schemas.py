@@ -48,6 +48,8 @@ class ReportAccepted(_Body):
     accepted: AcceptedCounts
     duplicate: bool
     directives: list[PendingDirective]
+    #: the control plane's statistics window (ms): a v3 reporter folds its tasks into windows of this length
+    window_ms: int
 
 
 # -- statistics --------------------------------------------------------------------------------

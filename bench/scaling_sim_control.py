@@ -70,7 +70,7 @@ from spark_governor.aggregators.latency import BatchLatency, span_latencies
 from spark_governor.aggregators.liveness import MIN_TREND_WINDOW_S, RATE_BATCHES, RATE_LOOKBACK_MS, slope
 from spark_governor.collectors.query_state import PROBE_RATE_S, RATE_POINTS
 from spark_governor.aggregators.view import _wait as stage_wait
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.bench.scaling_sim_model import Action, SimParams, _Running
 from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInputs
 from spark_governor.policies.base import (

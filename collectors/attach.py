@@ -41,6 +41,7 @@ from spark_governor.collectors.appliers import ExecutorApplier
 from spark_governor.collectors.events import EventTranslator, parse_concatenated
 from spark_governor.collectors.executor_warmup import DEFAULT_MODULES, ExecutorWarmer
 from spark_governor.collectors.reporter import Reporter, check_token
+from spark_governor.policies.task_fold import DEFAULT_TASK_DETAIL, TASK_DETAIL_MODES
 
 log = logging.getLogger("spark_governor.attach")
 
@@ -308,7 +309,7 @@ def live_slots(default_parallelism: int, executors: int, executor_cores: Optiona
 
 def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: Optional[dict] = None,
            token: Optional[str] = None, warm_modules: Optional[Sequence[str]] = DEFAULT_MODULES,
-           **reporter_options: Any) -> Attachment:
+           task_detail: Optional[str] = None, **reporter_options: Any) -> Attachment:
     """Attach spark-governor's reporters to ``spark`` and report under job name ``job``.
 
     ``token``: the reporter token (a control-plane token with the ``report`` scope); when None it is read
@@ -319,6 +320,12 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     ``warm_modules``: an executor added while the job runs is warmed at once by a small job whose Python task
     imports these modules on it (:mod:`collectors.executor_warmup`: its Python worker and the modules are
     ready before the job's tasks reach it); add the modules your UDFs import. None or ``()``: no warm-up.
+
+    ``task_detail``: the task rows sent besides the statistics, which the reporter folds itself (report schema
+    v3, :mod:`policies.task_fold`): ``none``, ``failed`` (default: failed tasks and a uniform sample of one task
+    in 16, what ``GET /api/v1/jobs/<job>/tasks`` shows) or ``all``; when None, the conf
+    ``spark.governor.taskDetail``, else ``failed``. The rows the cluster profile needs (each executor's first
+    tasks and the sample) travel in every mode.
 
     ``appliers`` maps further knobs (``batch_interval``, ``partition_plan``, ``exchanges``) to
     job-side appliers (``collectors.appliers``); the executor applier is always installed.
@@ -333,6 +340,9 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     sc = spark.sparkContext
     conf = sc.getConf()
     secret = reporter_token(token, conf.get)  # before anything is registered: a bad setting fails cleanly
+    task_detail = task_detail if task_detail is not None else conf.get("spark.governor.taskDetail", DEFAULT_TASK_DETAIL)
+    if task_detail not in TASK_DETAIL_MODES:
+        raise ValueError(f"task_detail: expected one of {', '.join(TASK_DETAIL_MODES)} (got {task_detail!r})")
     warmer = ExecutorWarmer(spark, warm_modules) if warm_modules else None
     gateway = sc._gateway
     ensure_callback_server_started(gateway)
@@ -351,7 +361,7 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
                         decode_progress=jvm_progress_decoder(gateway), translator=translator,
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
                         query_status=query_status_poller(spark._jsparkSession), token=secret,
-                        on_executor_added=warmer, **reporter_options).start()
+                        on_executor_added=warmer, task_detail=task_detail, **reporter_options).start()
     listener = jvm_proxy(gateway, PySparkListener(reporter))
     sc._jsc.sc().addSparkListener(listener)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(

@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
 from spark_governor.collectors.templates import StageTemplate, TemplateRegistry
+from spark_governor.policies.task_fold import TaskFold
 
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
@@ -323,17 +324,33 @@ def paced_durations(progress: dict) -> dict:
 _PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions", "executor": "executors"}
 
 
-def report_body(items: list, templates: dict[str, StageTemplate]) -> dict[str, list]:
+def report_body(items: list, templates: dict[str, StageTemplate], fold: Optional[TaskFold] = None,
+                window_ms: Optional[int] = None) -> dict[str, list]:
     """The record lists of one wire report (``policies.wire.Report``), as the reporter and a replay
     send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch``, ``partition`` or ``executor``,
     records as :class:`EventTranslator` and :func:`batch_record` make them), grouped by kind in their
     order, and a description of every template a record refers to (``templates``: key → template,
-    :attr:`EventTranslator.known_templates`), in key order."""
+    :attr:`EventTranslator.known_templates`), in key order.
+
+    With ``fold`` (schema v3, ``policies.task_fold``) the tasks and completed stages are folded into
+    ``runtime_windows``, ``template_windows`` and ``task_spans`` of ``window_ms`` windows, executors' first tasks
+    join ``executors``, and ``tasks`` keeps the rows that travel as detail; without it (v2) every task travels."""
     body: dict[str, list] = {"templates": [], "stages": [], "tasks": [], "batches": []}
-    keys = set()
     for kind, rec in items:
         body.setdefault(_PLURAL[kind], []).append(rec)
-        if "template_key" in rec:
+    if fold is not None:
+        if window_ms is None:
+            raise ValueError("window_ms: required to fold tasks")
+        folded = fold.fold(body["tasks"], body["stages"], window_ms)
+        body["tasks"] = folded["tasks"]
+        for name in ("runtime_windows", "template_windows", "task_spans"):
+            if folded[name]:
+                body[name] = folded[name]
+        if folded["executors"]:
+            body["executors"] = body.get("executors", []) + folded["executors"]
+    keys = set()
+    for name in ("stages", "tasks", "runtime_windows", "template_windows"):
+        for rec in body.get(name, ()):
             keys.add(rec["template_key"])
     for key in sorted(keys):
         t = templates.get(key)

@@ -47,8 +47,9 @@ from typing import Any, Callable, Optional
 from spark_governor.collectors.events import EventTranslator, batch_record, decode_json_events, report_body
 from spark_governor.collectors.http_post import DeadlinePoster, PostError
 from spark_governor.collectors.query_state import QueryTracker
+from spark_governor.policies.task_fold import DEFAULT_TASK_DETAIL, TaskFold
 from spark_governor.policies.wire import (MAX_ITEMS_PER_REPORT, MAX_PARTITION_RECORDS, MAX_TASKS_PER_REPORT,
-                                          SCHEMA_VERSION, validate_job_name)
+                                          MAX_WINDOW_MS, MIN_WINDOW_MS, SCHEMA_VERSION, validate_job_name)
 
 #: seconds between the query states a reporter sends while a query is active (``state_interval_s``'s default)
 STATE_INTERVAL_S = 1.0
@@ -140,8 +141,14 @@ class Reporter:
         state_interval_s: float = STATE_INTERVAL_S,
         source_probes: Optional[list] = None,
         on_executor_added: Optional[Callable[[dict], None]] = None,
+        task_detail: str = DEFAULT_TASK_DETAIL,
+        window_ms: Optional[int] = None,
     ) -> None:
         self.job = validate_job_name(job)
+        # the edge fold (report schema v3, policies.task_fold): tasks and stages are held until the control plane's
+        # window length is known (``window_ms``, else the answer to the first report gives it)
+        self.fold = TaskFold(task_detail)
+        self.window_ms = check_window_ms(window_ms)
         self.url = endpoint.rstrip("/") + "/api/v1/reports"
         if max_retries < 0:
             raise ValueError(f"max_retries: expected 0 or more (got {max_retries})")
@@ -398,22 +405,29 @@ class Reporter:
 
     def _take(self) -> list:
         """Records for the next report, in queue order: at most ``max_batch``, cut before the first record whose
-        kind has reached its per-report maximum (that one and the rest go in the next report, at once)."""
+        kind has reached its per-report maximum (that one and the rest go in the next report, at once). While the
+        window length is unknown, tasks and stages stay queued (they are folded with it)."""
         items: list = []
+        held: list = []
         counts: Counter = Counter()
         self._more = False
         while self._outbox and len(items) < self.max_batch:
             kind = self._outbox[0][0]
+            if self.window_ms is None and kind in ("task", "stage"):
+                held.append(self._outbox.popleft())
+                continue
             if counts[kind] >= self._limits.get(kind, self.max_batch):
                 self._more = True
                 break
             items.append(self._outbox.popleft())
             counts[kind] += 1
+        self._outbox.extendleft(reversed(held))
         return items
 
     def _build_pending(self) -> None:
         items = self._take()
-        body = report_body(items, self.translator.known_templates)
+        body = report_body(items, self.translator.known_templates, self.fold if self.window_ms else None,
+                           self.window_ms)
         self._seq += 1
         live = {}
         if self.live_state is not None:
@@ -450,9 +464,11 @@ class Reporter:
                          "orphaned_total": self.translator.orphaned, "app_id": self.app_id,
                          "master": self.master, "slots": self.translator.slots,
                          "executors": live.get("executors"), "not_actuatable": not_actuatable,
-                         "applied": acks, "knob_state": knob_state},
+                         "applied": acks, "knob_state": knob_state, "task_detail": self.fold.task_detail},
             **body,
         }
+        if self.window_ms is not None:
+            report["window_ms"] = self.window_ms
         raw = json.dumps(report, separators=(",", ":")).encode()
         self._pending = (self._seq, gzip.compress(raw, compresslevel=1), len(items), acks)
 
@@ -481,6 +497,7 @@ class Reporter:
             self._failed(f"post: HTTP {status} {_error_text(answer.body)}".rstrip())
             return False, wait
         self._pending, self._attempts = None, 0
+        self._learn_window(answer.body)
         if self._outage:
             self._outage = False
             log.info("spark-governor: control plane at %s reachable again", self.url)
@@ -499,6 +516,16 @@ class Reporter:
             self.directives = []
         self._apply(self.directives)
         return True, None
+
+    def _learn_window(self, body: bytes) -> None:
+        """The control plane's window length from its answer (``window_ms``; also in the 400 that refuses a report
+        folded with another one), used for the reports built from now on."""
+        try:
+            value = json.loads(body).get("window_ms")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(value, int) and not isinstance(value, bool) and MIN_WINDOW_MS <= value <= MAX_WINDOW_MS:
+            self.window_ms = value
 
     def _rejected(self, status: int, text: str) -> None:
         """Count a refused report (discarded, not sent again). 401/403 are logged once: every later report of
@@ -566,6 +593,15 @@ class Reporter:
             self._acks.append(ack)
             self.apply_log.append({**ack, "value": value, "at": time.time()})
             self._wake.set()
+
+
+def check_window_ms(window_ms: Optional[int]) -> Optional[int]:
+    """``window_ms`` if None or a window length the wire accepts (ms), else ValueError naming it."""
+    if window_ms is None:
+        return None
+    if isinstance(window_ms, bool) or not isinstance(window_ms, int) or not MIN_WINDOW_MS <= window_ms <= MAX_WINDOW_MS:
+        raise ValueError(f"window_ms: expected milliseconds in [{MIN_WINDOW_MS}, {MAX_WINDOW_MS}] (got {window_ms!r})")
+    return window_ms
 
 
 def _error_text(body: bytes) -> str:

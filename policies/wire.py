@@ -1,4 +1,4 @@
-"""Wire protocol between the driver-side reporter and the control plane (report schema v2).
+"""Wire protocol between the driver-side reporter and the control plane (report schema v3).
 
 This module is imported by both ends (collectors/ builds reports, api/ validates them) and by
 nothing Spark- or Flask-specific, so the control plane never imports pyspark to parse a report.
@@ -9,9 +9,15 @@ Units are in the field names: ``*_ms`` are milliseconds (epoch milliseconds for 
 Spark reports them), ``*_ns`` nanoseconds, ``*_records`` counts of rows, ``*_bytes`` bytes.
 A report is validated as a whole; any invalid field rejects the whole report.
 
-Schema versions: v2 adds ``queries`` (:class:`QueryStateRecord`, the state of each streaming
-query between its micro-batches); a v1 report (without it) is still accepted, so an older
-reporter keeps working against a newer control plane.
+Schema versions: v3 (issue #42) carries the statistics folded at the edge instead of task rows
+(``policies.task_fold``): ``window_ms`` and per window ``runtime_windows`` (per runtime vertex: counts, sums and
+the moments of latency, service, service per record and interarrival) and ``template_windows`` (per completed
+stage's template), ``task_spans`` per micro-batch, executors' first tasks in ``executors``; ``tasks`` are then
+detail rows only (``detail`` says why each travels), stored and never folded again. v2 adds ``queries``
+(:class:`QueryStateRecord`, the state of each streaming query between its micro-batches). Reports of v1 and v2
+(whole task rows, folded by the control plane with the same fold) are still accepted and **deprecated**: a
+reporter attached before an upgrade keeps reporting, at the control plane's cost of folding and storing every
+task.
 """
 from __future__ import annotations
 
@@ -21,9 +27,13 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-SCHEMA_VERSION = 2
-#: report schema versions the control plane accepts
-ACCEPTED_SCHEMA_VERSIONS = (1, 2)
+from spark_governor.policies.task_fold import TASK_DETAIL_MODES
+
+SCHEMA_VERSION = 3
+#: report schema versions the control plane accepts (1 and 2 deprecated: whole task rows)
+ACCEPTED_SCHEMA_VERSIONS = (1, 2, 3)
+#: the window lengths a report may fold with (ms); the control plane keeps one and refuses the others
+MIN_WINDOW_MS, MAX_WINDOW_MS = 100, 3_600_000
 #: tasks per report: bounds the server's memory per request (a 20 000-task report is about 14 MB of JSON
 #: and ~100 MB of parsed objects at peak); the reporter splits larger reports (issue #16)
 MAX_TASKS_PER_REPORT = 20_000
@@ -126,6 +136,9 @@ class ReporterInfo(_Strict):
     knob_state: dict[Knob, JsonValue] = Field(default_factory=dict)
     #: how this reporter is attached and which knobs it can apply (absent: unknown, none refused)
     attachment: Optional[AttachmentInfo] = None
+    #: which task rows this reporter sends besides the statistics (``policies.task_fold.TASK_DETAIL_MODES``;
+    #: absent: a v1/v2 reporter, every task)
+    task_detail: Optional[Literal[TASK_DETAIL_MODES]] = None
 
     @model_validator(mode="after")
     def _knob_state_small(self) -> "ReporterInfo":
@@ -194,6 +207,9 @@ class TaskRecord(_Strict):
     successful: bool = True
     speculative: bool = False
     failure_reason: Optional[Annotated[str, Field(max_length=4096)]] = None
+    #: v3: why this row travels (``policies.task_fold``): ``warmup`` (among its executor's first tasks by
+    #: launch as far as the reporter knew), ``sample``, ``failed`` or ``all``; absent in v1/v2 (every task)
+    detail: Optional[Literal["warmup", "sample", "failed", "all"]] = None
 
     @model_validator(mode="after")
     def _times_ordered(self) -> "TaskRecord":
@@ -364,18 +380,123 @@ class QueryStateRecord(_Strict):
 
 class ExecutorEventRecord(_Strict):
     """An executor registered (``SparkListenerExecutorAdded``) or removed, at ``added_ms`` /
-    ``removed_ms`` (the event's time, driver clock, epoch ms); ``cores``: its task cores."""
+    ``removed_ms`` (the event's time, driver clock, epoch ms); ``cores``: its task cores. v3: its first task
+    launch and first successful task finish so far (epoch ms; the earliest sent wins), sent when they change."""
 
     executor_id: Name
     added_ms: Optional[NonNeg] = None
     removed_ms: Optional[NonNeg] = None
     cores: Optional[NonNeg32] = None
+    first_launch_ms: Optional[NonNeg] = None
+    first_finish_ms: Optional[NonNeg] = None
+
+
+class MomentsRecord(_Strict):
+    """Count, mean, M2 (sum of squared deviations), min and max of a sample (``policies.moments``), in the unit of
+    the statistic that holds it (JSON integers are accepted for the floats)."""
+
+    n: NonNeg
+    mean: float = 0.0
+    m2: Annotated[float, Field(ge=0)] = 0.0
+    min: Optional[float] = None
+    max: Optional[float] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "MomentsRecord":
+        if self.n == 0:
+            if self.mean != 0 or self.m2 != 0 or self.min is not None or self.max is not None:
+                raise ValueError("an empty sample (n 0) has mean 0, m2 0 and no min or max")
+            return self
+        if self.min is None or self.max is None:
+            raise ValueError("min and max: required when n > 0")
+        if self.min > self.max:
+            raise ValueError("min is above max")
+        if self.n == 1 and self.m2 != 0:
+            raise ValueError("m2: a sample of one has m2 0")
+        return self
+
+
+class RuntimeWindowRecord(_Strict):
+    """v3: the tasks of one runtime vertex (template, partition) that finished in one window
+    (``window_start_ms`` a multiple of the report's ``window_ms``), folded by the reporter
+    (``policies.task_fold``): ``tasks`` successful, ``failed_tasks``, sums in Spark's units (ms, ns, records,
+    bytes), moments in seconds (``service_per_record``: seconds per record)."""
+
+    template_key: TemplateKey
+    partition: NonNeg32
+    window_start_ms: NonNeg
+    tasks: NonNeg
+    failed_tasks: NonNeg = 0
+    run_time_ms: NonNeg = 0
+    cpu_time_ns: NonNeg = 0
+    gc_time_ms: NonNeg = 0
+    input_records: NonNeg = 0
+    records_in: NonNeg = 0
+    input_bytes: NonNeg = 0
+    output_records: NonNeg = 0
+    output_bytes: NonNeg = 0
+    shuffle_read_records: NonNeg = 0
+    shuffle_read_bytes: NonNeg = 0
+    shuffle_write_records: NonNeg = 0
+    shuffle_write_bytes: NonNeg = 0
+    shuffle_fetch_wait_ms: NonNeg = 0
+    latency: MomentsRecord
+    service: MomentsRecord
+    service_per_record: MomentsRecord
+    interarrival: MomentsRecord
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RuntimeWindowRecord":
+        if self.service.n != self.tasks:
+            raise ValueError(f"service.n: {self.service.n} service times for {self.tasks} tasks")
+        for name in ("latency", "service_per_record", "interarrival"):
+            if getattr(self, name).n > self.tasks:
+                raise ValueError(f"{name}.n: more samples than the window's {self.tasks} tasks")
+        if self.records_in < self.input_records:
+            raise ValueError("records_in: fewer than input_records")
+        return self
+
+
+class TemplateWindowRecord(_Strict):
+    """v3: the completed stage runs of one template vertex in one window of their completion time, folded by the
+    reporter: ``stages``, the largest task count and slots, moments (seconds) of the interarrival of each stage's
+    task launches and of its makespan."""
+
+    template_key: TemplateKey
+    window_start_ms: NonNeg
+    stages: Annotated[int, Field(ge=1, le=INT64_MAX)]
+    max_num_tasks: NonNeg32
+    max_slots: Optional[NonNeg32] = None
+    launch_interarrival: MomentsRecord
+    makespan: MomentsRecord
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TemplateWindowRecord":
+        if self.makespan.n > self.stages:
+            raise ValueError(f"makespan.n: more makespans than the window's {self.stages} stages")
+        return self
+
+
+class TaskSpanRecord(_Strict):
+    """v3: the first task launch and last task finish (epoch ms) of one micro-batch's tasks in this report (the
+    control plane keeps the earliest and the latest over reports)."""
+
+    query_id: Name
+    batch_id: NonNeg
+    first_launch_ms: NonNeg
+    last_finish_ms: NonNeg
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "TaskSpanRecord":
+        if self.last_finish_ms < self.first_launch_ms:
+            raise ValueError("last_finish_ms is before first_launch_ms")
+        return self
 
 
 class Report(_Strict):
     """A batch of records from one reporter: the body of ``POST /api/v1/reports``."""
 
-    schema_version: Literal[1, 2]
+    schema_version: Literal[ACCEPTED_SCHEMA_VERSIONS]
     job: JobName
     reporter: ReporterInfo
     templates: list[TemplateRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
@@ -388,6 +509,43 @@ class Report(_Strict):
     queries: list[QueryStateRecord] = Field(default_factory=list, max_length=MAX_QUERIES_PER_REPORT)
     #: executors added and removed (the provisioning delay, ``aggregators.cluster_profile``); optional
     executors: list[ExecutorEventRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    #: v3: the window length the statistics below were folded with (ms); must be the control plane's
+    window_ms: Optional[Annotated[int, Field(ge=MIN_WINDOW_MS, le=MAX_WINDOW_MS)]] = None
+    runtime_windows: list[RuntimeWindowRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    template_windows: list[TemplateWindowRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+    task_spans: list[TaskSpanRecord] = Field(default_factory=list, max_length=MAX_ITEMS_PER_REPORT)
+
+    @model_validator(mode="after")
+    def _folded(self) -> "Report":
+        folded = self.runtime_windows or self.template_windows or self.task_spans
+        if self.schema_version < 3:
+            if folded or self.window_ms is not None:
+                raise ValueError("schema_version: window_ms, runtime_windows, template_windows and task_spans "
+                                 "need schema_version 3")
+            return self
+        if (self.runtime_windows or self.template_windows) and self.window_ms is None:
+            raise ValueError("window_ms: required with runtime_windows or template_windows")
+        for field_name in ("runtime_windows", "template_windows"):
+            for i, w in enumerate(getattr(self, field_name)):
+                if w.window_start_ms % self.window_ms:
+                    raise ValueError(f"{field_name}.{i}.window_start_ms: {w.window_start_ms} is not aligned to "
+                                     f"window_ms {self.window_ms}")
+        if self.tasks:
+            if self.window_ms is None:
+                raise ValueError("window_ms: required with tasks in schema_version 3")
+            windows = {(w.template_key, w.partition, w.window_start_ms) for w in self.runtime_windows}
+            for i, t in enumerate(self.tasks):
+                if (t.template_key, t.partition, t.finish_ms - t.finish_ms % self.window_ms) not in windows:
+                    raise ValueError(f"tasks.{i}: a task row of schema_version 3 is detail of a task folded in "
+                                     f"this report's runtime_windows, and none holds it")
+        return self
+
+    @property
+    def folded_tasks(self) -> int:
+        """The tasks this report accounts for: folded in its windows (v3), else its task rows."""
+        if self.schema_version >= 3:
+            return sum(w.tasks + w.failed_tasks for w in self.runtime_windows)
+        return len(self.tasks)
 
 
 class ReportError(ValueError):

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from spark_governor.aggregators.models import metadata
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.reports import gz, make_report
 
@@ -54,7 +54,7 @@ BAD_CASES = [
      "tasks.0.partition"),
     ("missing field", json.dumps({k: v for k, v in make_report().items() if k != "job"}).encode(), "job"),
     ("unknown field", json.dumps({**make_report(), "extra": 1}).encode(), "extra"),
-    ("bad schema version", json.dumps({**make_report(), "schema_version": 3}).encode(), "schema_version"),
+    ("bad schema version", json.dumps({**make_report(), "schema_version": 4}).encode(), "schema_version"),
     ("running state without its start", json.dumps({**make_report(), "schema_version": 2, "queries": [
         {"query_id": "q", "observed_ms": 1, "status": "running"}]}).encode(), "queries.0"),
     ("bad job name", json.dumps({**make_report(), "job": "a b/c"}).encode(), "job"),

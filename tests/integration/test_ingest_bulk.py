@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from spark_governor.aggregators.models import (batches, runtime_vertices, runtime_windows, stage_runs, tasks,
                                                template_vertices, template_windows)
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.api.app import Settings, create_app
 from spark_governor.bench.load import job_report
 

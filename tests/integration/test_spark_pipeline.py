@@ -6,7 +6,7 @@ import requests
 from sqlalchemy import func, select
 
 from spark_governor.aggregators.models import stage_runs, tasks, template_vertices
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 from spark_governor.collectors.demo_job import DemoConfig, run_demo_job
 from spark_governor.dashboards import load_all, panel_queries, render_expr
 from spark_governor.api.processes import wait_for

@@ -174,11 +174,18 @@ def test_work_factor_compares_with_a_steady_task_of_the_same_size():
     assert cluster_profile.steady_model(same, False) == (pytest.approx(0.62), 0.0)
 
 
-def test_reading_only_the_latest_tasks_misattributes_no_executor(store):
+def test_an_executors_first_tasks_are_read_however_many_came_after(store):
+    """The warm-up reads each executor's first tasks by launch (policies.task_fold.WARMUP_TASKS) and the latest
+    ``max_tasks`` of the uniform sample: executor 2's slow first tasks count also when the sample read is small
+    (reading the latest 30 tasks used to lose them)."""
     with store.begin() as conn:
-        p = cluster_profile.measure(conn, "cp", build(conn), max_tasks=30)  # batches 25-39 only
-    assert p.provisioning["samples"] == 1 and p.provisioning["first_task_s"]["median"] == 8.5  # from all tasks
-    assert p.warmup["samples"] == 0  # executor 2's first tasks are not among those read
+        job_id = build(conn, n_batches=80)
+        small = cluster_profile.measure(conn, "cp", job_id, max_tasks=30)
+        rows = cluster_profile._run_tasks(conn, job_id, cluster_profile._latest_run(conn, job_id), 30)
+    assert small.provisioning["samples"] == 1 and small.provisioning["first_task_s"]["median"] == 8.5
+    assert small.warmup["samples"] == 1 and small.warmup["tasks"] == 3
+    by_executor = {e: sum(1 for r in rows if r.executor_id == e) for e in ("1", "2")}
+    assert by_executor == {"1": 32, "2": 32}  # 80 and 66 stored; their first 32 by launch read, none sampled
 
 
 def test_without_executor_events_the_first_launch_bounds_registration(store):

@@ -212,7 +212,7 @@ def test_reports_carry_query_states_from_listener_events(monkeypatch):
         rep.offer("progress", progress(b, T0 + b * 1000, 300, end={"rows": 1000 * (b + 1), "t_ms": T0 + b * 1000}))
     rep.offer("spark", job_start(2, T0 + 2100))
     body = built_report(rep)
-    assert body["schema_version"] == 2 and len(body["batches"]) == 2
+    assert body["schema_version"] == 3 and len(body["batches"]) == 2
     (q,) = body["queries"]
     assert q["status"] == "running" and q["running_batch_id"] == 2 and q["running_batch_start_ms"] == T0 + 2100
     assert rep.queries.active() and rep._interval() <= rep.state_interval_s <= 1.0

@@ -90,7 +90,7 @@ class RawServer:
                         conn.sendall(bytes([byte]))
                     return
                 code, extra = self.status(seq)
-                out = json.dumps({"directives": []} if code == 200 else {"error": f"report {seq}: failed"}).encode()
+                out = json.dumps({"directives": [], "window_ms": 5000} if code == 200 else {"error": f"report {seq}: failed"}).encode()
                 if code == 200:
                     self.stored.append(report)
                 head = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
@@ -102,7 +102,8 @@ class RawServer:
             conn.close()
 
     def stored_tasks(self):
-        return [t for r in self.stored for t in r["tasks"]]
+        """The tasks the stored reports account for: folded into their runtime windows (schema v3)."""
+        return [w for r in self.stored for w in r.get("runtime_windows", []) for _ in range(w["tasks"] + w["failed_tasks"])]
 
     def stop(self):
         self._stop.set()
@@ -301,7 +302,7 @@ def test_more_tasks_than_a_report_may_hold_are_split_into_several_reports(raw_se
     rep.start()
     try:
         wait_for(lambda: len(srv.stored_tasks()) == N_TASKS, 10, 0.05, "every task")
-        per_report = [len(r["tasks"]) for r in srv.stored]
+        per_report = [sum(w["tasks"] + w["failed_tasks"] for w in r.get("runtime_windows", [])) for r in srv.stored]
         assert max(per_report) == 7 and len([n for n in per_report if n]) >= N_TASKS // 7
         assert srv.attempts[-1][1] - srv.attempts[0][1] < 2.0  # sent back to back, not one per flush interval
     finally:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_governor.aggregators.welford import Moments
+from spark_governor.policies.moments import Moments
 
 
 def test_digest_oracle_sample():

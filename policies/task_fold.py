@@ -1,0 +1,279 @@
+"""Folding finished tasks into window statistics: the one fold the reporters and the control plane share.
+
+Lohrmann's QoS reporters summarise their measurements before they travel (thesis §4.4.1, digest §2.3–2.4): a
+reporter keeps count, mean and M2 (Welford) per vertex and interval, and the aggregator merges the summaries
+with their counts (Chan et al.). This module is that summary, pure (no Spark, no SQL), so that
+
+* the reporters (``collectors.reporter``, the listener jar's ``TaskFold`` port, a replay) fold the tasks of each
+  report before sending it (report schema v3: windows instead of task rows), and
+* the control plane folds a report of whole tasks (schema v1/v2, deprecated) with the same functions
+  (``aggregators.ingest``),
+
+and the stored statistics are the same either way (to rounding: Chan's merge in another order).
+
+Per **runtime vertex** ``(template, partition)`` and window of the task's *finish* time (``window_ms``, aligned to
+multiples of it): tasks, failed tasks, the sums of :data:`TASK_SUMS` and, in seconds, the moments (count, mean,
+M2, min, max) of task latency (finish − stage submission), service time (executor run time), service time per
+record (run time / records read, input + shuffle, when it read any) and the interarrival time of task launches at
+the vertex (successive launches, thesis §4.4.1; the vertex's last launch is carried from report to report). A
+failed task counts in ``failed_tasks`` only.
+
+Per **template vertex** and window of a completed stage's completion time: stages, the largest task count and
+slots, the moments of the interarrival times of the stage's task launches (every finished task of the stage,
+failed ones too, sorted) and of its makespan (completion − submission), seconds.
+
+Per **micro-batch** ``(query, batch)``: its tasks' first launch and last finish (epoch ms), the span the driver
+overhead is measured against (``aggregators.cluster_profile``). Per **executor**: its first task launch and
+first successful task finish (epoch ms), sent when they change.
+
+**Task rows** travel only as detail (:data:`TASK_DETAIL_MODES`), and as the cluster profile's input: an
+executor's first :data:`WARMUP_TASKS` tasks by launch (its warm-up) and a uniform sample of one task in
+:data:`SAMPLE_ONE_IN` (:func:`sampled`, by task id, so the reporter and the control plane pick the same ones).
+The reporter cannot know a task is among its executor's first by launch until the executor's earlier tasks
+finished, so it sends every task whose launch is among the :data:`WARMUP_TASKS` earliest *seen so far*: a
+superset of the final ones, which the profile narrows again (``aggregators.cluster_profile``).
+"""
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict, defaultdict
+from typing import Any, Callable, Hashable, Iterable, Mapping, Optional
+
+from spark_governor.policies.moments import Moments
+
+#: moments of a runtime window (seconds; ``service_per_record``: seconds per record)
+RUNTIME_MOMENTS = ("latency", "service", "service_per_record", "interarrival")
+#: moments of a template window (seconds)
+TEMPLATE_MOMENTS = ("launch_interarrival", "makespan")
+#: task fields summed per runtime window as they are (Spark's units: ms, ns, records, bytes)
+TASK_SUMS = ("run_time_ms", "cpu_time_ns", "gc_time_ms", "input_records", "input_bytes", "output_records",
+             "output_bytes", "shuffle_read_records", "shuffle_read_bytes", "shuffle_write_records",
+             "shuffle_write_bytes", "shuffle_fetch_wait_ms")
+#: every sum of a runtime window: the task sums and ``records_in`` (input + shuffle-read records)
+RUNTIME_SUMS = (*TASK_SUMS[:4], "records_in", *TASK_SUMS[4:])
+#: what task rows travel besides the statistics: ``none``; ``failed`` (failed tasks and the uniform sample, the
+#: default); ``all``. The profile's rows (warm-up and sample) travel in every mode.
+TASK_DETAIL_MODES = ("none", "failed", "all")
+DEFAULT_TASK_DETAIL = "failed"
+#: an executor's first tasks by launch kept as rows for the cluster profile's warm-up (it reads the first 10 and
+#: looks for the end of the slow ones among the next)
+WARMUP_TASKS = 32
+#: one task in this many is kept as a row (:func:`sampled`)
+SAMPLE_ONE_IN = 16
+#: stages whose task launches are kept while they run; the oldest is forgotten beyond this
+MAX_OPEN_STAGES = 4096
+_GOLDEN = 0x9E3779B1
+_SAMPLE_BELOW = (1 << 32) // SAMPLE_ONE_IN
+
+
+def sampled(task_id: int) -> bool:
+    """Whether task ``task_id`` is in the uniform sample: the low 32 bits of ``task_id × 0x9E3779B1``
+    (Knuth's multiplicative hash) below 2³²/:data:`SAMPLE_ONE_IN`. Successive task ids spread over the
+    sample, so it does not keep picking the same partition of the same stage."""
+    return ((task_id * _GOLDEN) & 0xFFFFFFFF) < _SAMPLE_BELOW
+
+
+def moments_record(values: list[float]) -> dict:
+    """``{"n", "mean", "m2", "min", "max"}`` of ``values`` (``Moments.of``; min/max None when empty)."""
+    if not values:
+        return {"n": 0, "mean": 0.0, "m2": 0.0, "min": None, "max": None}
+    if len(values) == 1:
+        x = float(values[0])
+        return {"n": 1, "mean": x, "m2": 0.0, "min": x, "max": x}
+    m = Moments.of(values)
+    return {"n": m.n, "mean": m.mean, "m2": m.m2, "min": float(min(values)), "max": float(max(values))}
+
+
+def merge_moments(a: dict, b: dict) -> dict:
+    """Two moments records merged (Chan et al., ``Moments.merge``; min of mins, max of maxes)."""
+    if not b["n"]:
+        return a
+    if not a["n"]:
+        return b
+    m = Moments(a["n"], a["mean"], a["m2"]).merge(Moments(b["n"], b["mean"], b["m2"]))
+    lo = [x for x in (a.get("min"), b.get("min")) if x is not None]
+    hi = [x for x in (a.get("max"), b.get("max")) if x is not None]
+    return {"n": m.n, "mean": m.mean, "m2": m.m2, "min": min(lo) if lo else None, "max": max(hi) if hi else None}
+
+
+class _Window:
+    __slots__ = ("tasks", "failed_tasks", "sums", "samples")
+
+    def __init__(self) -> None:
+        self.tasks = 0
+        self.failed_tasks = 0
+        self.sums = dict.fromkeys(RUNTIME_SUMS, 0)
+        self.samples: dict[str, list[float]] = {name: [] for name in RUNTIME_MOMENTS}
+
+    def record(self) -> dict:
+        out = {"tasks": self.tasks, "failed_tasks": self.failed_tasks, **self.sums}
+        for name in RUNTIME_MOMENTS:
+            out[name] = moments_record(self.samples[name])
+        return out
+
+
+def fold_tasks(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch: dict,
+               vertex: Callable[[Mapping[str, Any]], Hashable]) -> dict[tuple, dict]:
+    """The runtime windows of one report's tasks: ``(vertex, window start ms) → window record`` (module
+    docstring), the tasks folded in launch order. ``last_launch``: vertex → its last task launch (epoch ms), read
+    and advanced here (a successful task's launch only). ``vertex(task)``: the runtime vertex's key."""
+    windows: dict[tuple, _Window] = defaultdict(_Window)
+    for t in sorted(tasks, key=lambda t: t["launch_ms"]):
+        v = vertex(t)
+        finish = t["finish_ms"]
+        w = windows[(v, finish - finish % window_ms)]
+        if not t["successful"]:
+            w.failed_tasks += 1
+            continue
+        w.tasks += 1
+        s = w.sums
+        records_in = t["input_records"] + t["shuffle_read_records"]
+        s["records_in"] += records_in
+        for name in TASK_SUMS:
+            s[name] += t[name]
+        smp = w.samples
+        run_s = t["run_time_ms"] / 1000.0
+        smp["service"].append(run_s)
+        if t["stage_submission_ms"] is not None:
+            smp["latency"].append((finish - t["stage_submission_ms"]) / 1000.0)
+        if records_in > 0:
+            smp["service_per_record"].append(run_s / records_in)
+        launch, last = t["launch_ms"], last_launch.get(v)
+        if last is not None and launch > last:
+            smp["interarrival"].append((launch - last) / 1000.0)
+        last_launch[v] = launch if last is None else max(last, launch)
+    return {key: w.record() for key, w in windows.items()}
+
+
+def stage_window(stage: Mapping[str, Any], launches: list[int]) -> dict:
+    """The template-window record of one completed stage run: ``launches`` the launch times of its finished tasks
+    (epoch ms, sorted)."""
+    makespan = []
+    if stage["submission_ms"] is not None and stage["completion_ms"] >= stage["submission_ms"]:
+        makespan = [(stage["completion_ms"] - stage["submission_ms"]) / 1000.0]
+    return {"stages": 1, "max_num_tasks": stage["num_tasks"], "max_slots": stage["slots"],
+            "launch_interarrival": moments_record([(b - a) / 1000.0 for a, b in zip(launches, launches[1:])]),
+            "makespan": moments_record(makespan)}
+
+
+def merge_template_window(a: dict, b: dict) -> dict:
+    """Two template-window records merged (stages added, largest task count and slots, moments by Chan)."""
+    return {"stages": a["stages"] + b["stages"], "max_num_tasks": max(a["max_num_tasks"], b["max_num_tasks"]),
+            "max_slots": max(a["max_slots"] or 0, b["max_slots"] or 0) or None,
+            **{name: merge_moments(a[name], b[name]) for name in TEMPLATE_MOMENTS}}
+
+
+def merge_runtime_window(a: dict, b: dict, limit: int = 2**63 - 1) -> dict:
+    """Two runtime-window records merged: counts and sums added (saturated at ``limit``), moments by Chan."""
+    out = {name: min(a[name] + b[name], limit) for name in ("tasks", "failed_tasks", *RUNTIME_SUMS)}
+    for name in RUNTIME_MOMENTS:
+        out[name] = merge_moments(a[name], b[name])
+    return out
+
+
+def completed(stage: Mapping[str, Any]) -> bool:
+    """A stage run that folds into its template window: completed, not failed."""
+    return stage["completion_ms"] is not None and not stage["failure_reason"]
+
+
+def task_spans(tasks: Iterable[Mapping[str, Any]]) -> dict[tuple, list[int]]:
+    """``(query id, batch id) → [first launch, last finish]`` (epoch ms) of the tasks of each micro-batch."""
+    out: dict[tuple, list[int]] = {}
+    for t in tasks:
+        if t["query_id"] is None or t["batch_id"] is None:
+            continue
+        key = (t["query_id"], t["batch_id"])
+        span = out.get(key)
+        if span is None:
+            out[key] = [t["launch_ms"], t["finish_ms"]]
+        else:
+            span[0] = min(span[0], t["launch_ms"])
+            span[1] = max(span[1], t["finish_ms"])
+    return out
+
+
+class TaskFold:
+    """A reporter's fold across its reports (one application run): the state carried from report to report
+    and :meth:`fold`, which turns one report's finished tasks and completed stages into the records of report
+    schema v3 (``policies.wire``)."""
+
+    def __init__(self, task_detail: str = DEFAULT_TASK_DETAIL) -> None:
+        if task_detail not in TASK_DETAIL_MODES:
+            raise ValueError(f"task_detail: expected one of {', '.join(TASK_DETAIL_MODES)} (got {task_detail!r})")
+        self.task_detail = task_detail
+        self.last_launch: dict[tuple[str, int], int] = {}
+        self.stage_launches: "OrderedDict[tuple[int, int], list[int]]" = OrderedDict()
+        self._earliest: dict[str, list[int]] = {}  # executor → max-heap (negated) of its WARMUP_TASKS earliest launches
+        self._firsts: dict[str, list[Optional[int]]] = {}  # executor → [first launch, first successful finish]
+        self.folded_tasks = 0  # tasks folded since the start (successful and failed)
+
+    def _warmup(self, t: Mapping[str, Any]) -> bool:
+        """Whether ``t``'s launch is among its executor's :data:`WARMUP_TASKS` earliest seen so far (recorded)."""
+        heap = self._earliest.setdefault(t["executor_id"], [])
+        if len(heap) < WARMUP_TASKS:
+            heapq.heappush(heap, -t["launch_ms"])
+            return True
+        if t["launch_ms"] < -heap[0]:
+            heapq.heapreplace(heap, -t["launch_ms"])
+            return True
+        return False
+
+    def _detail(self, t: Mapping[str, Any]) -> Optional[str]:
+        """Why ``t`` travels as a row (None: it does not): ``warmup``, ``sample``, ``failed`` or ``all``."""
+        if self._warmup(t):
+            return "warmup"
+        if sampled(t["task_id"]):
+            return "sample"
+        if self.task_detail == "all":
+            return "all"
+        if self.task_detail == "failed" and not t["successful"]:
+            return "failed"
+        return None
+
+    def fold(self, tasks: list[dict], stages: list[dict], window_ms: int) -> dict[str, list]:
+        """One report's records: ``runtime_windows``, ``template_windows``, ``task_spans``, ``executors`` (first
+        launch and first successful finish of the executors whose firsts changed) and ``tasks`` (the rows that
+        travel, each with its ``detail``), from its finished ``tasks`` and completed ``stages`` (wire records as
+        ``collectors.events`` makes them, in arrival order)."""
+        ordered = sorted(tasks, key=lambda t: t["launch_ms"])
+        windows = fold_tasks(ordered, window_ms, self.last_launch, lambda t: (t["template_key"], t["partition"]))
+        rows, changed = [], {}
+        for t in ordered:
+            key = (t["stage_id"], t["stage_attempt"])
+            launches = self.stage_launches.get(key)
+            if launches is None:
+                launches = self.stage_launches[key] = []
+                while len(self.stage_launches) > MAX_OPEN_STAGES:
+                    self.stage_launches.popitem(last=False)
+            launches.append(t["launch_ms"])
+            firsts = self._firsts.setdefault(t["executor_id"], [None, None])
+            before = tuple(firsts)
+            if firsts[0] is None or t["launch_ms"] < firsts[0]:
+                firsts[0] = t["launch_ms"]
+            if t["successful"] and (firsts[1] is None or t["finish_ms"] < firsts[1]):
+                firsts[1] = t["finish_ms"]
+            if tuple(firsts) != before:
+                changed[t["executor_id"]] = firsts
+            detail = self._detail(t)
+            if detail is not None:
+                rows.append({**t, "detail": detail})
+        self.folded_tasks += len(ordered)
+        template: dict[tuple[str, int], dict] = {}
+        for s in stages:
+            launches = self.stage_launches.pop((s["stage_id"], s["attempt"]), [])
+            if not completed(s):
+                continue
+            rec = stage_window(s, sorted(launches))
+            key = (s["template_key"], s["completion_ms"] - s["completion_ms"] % window_ms)
+            template[key] = rec if key not in template else merge_template_window(template[key], rec)
+        return {
+            "runtime_windows": [{"template_key": k[0][0], "partition": k[0][1], "window_start_ms": k[1], **w}
+                                for k, w in sorted(windows.items())],
+            "template_windows": [{"template_key": k[0], "window_start_ms": k[1], **w}
+                                 for k, w in sorted(template.items())],
+            "task_spans": [{"query_id": q, "batch_id": b, "first_launch_ms": lo, "last_finish_ms": hi}
+                           for (q, b), (lo, hi) in sorted(task_spans(ordered).items())],
+            "executors": [{"executor_id": e, "first_launch_ms": f[0], "first_finish_ms": f[1]}
+                          for e, f in sorted(changed.items())],
+            "tasks": rows,
+        }
