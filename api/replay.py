@@ -3,7 +3,8 @@
 One idea: turn a recorded run into the same statistics a live run produces, on the log's own clock.
 
 * Events are read by ``collectors.event_log`` (streamed, bounded memory) and translated by the very
-  code the live listener uses (``collectors.events.EventTranslator`` and ``batch_record``), then shipped
+  code the live listener uses (``collectors.events.EventTranslator`` and ``batch_record``), folded as the
+  reporters fold them (``policies.task_fold``: report schema v3, task rows only as detail), then shipped
   as wire reports (``policies.wire.Report``, built as ``collectors.reporter`` builds them) to
   ``aggregators.ingest.ingest_report`` in process. So a replayed run and the live run of the same job
   give the same task, stage and batch statistics (windows are placed by the tasks' finish times and
@@ -56,6 +57,7 @@ from spark_governor.collectors.event_log import EventLogReader
 from spark_governor.collectors.events import (BATCH_ID, QUERY_ID, EventTranslator, batch_record, complete_progress,
                                               parse_time_ms, report_body)
 from spark_governor.policies.registry import get_policy, validate_config
+from spark_governor.policies.task_fold import TaskFold
 from spark_governor.policies.wire import SCHEMA_VERSION, Report, validate_job_name
 
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
@@ -218,7 +220,7 @@ class Replay:
     def __init__(self, engine: Engine, path: str, job: Optional[str] = None, *, window_ms: int = DEFAULT_WINDOW_MS,
                  evaluation_interval_s: float = 10.0, policy: Optional[str] = None,
                  policy_config: Optional[dict] = None, max_records: int = 5_000,
-                 progress: Optional[Callable[[int], None]] = None) -> None:
+                 progress: Optional[Callable[[int], None]] = None, fold: bool = True) -> None:
         self.engine, self.path = engine, path
         self.window_ms, self.evaluation_interval_s = window_ms, evaluation_interval_s
         self.max_records = max_records
@@ -243,6 +245,9 @@ class Replay:
             if conn.execute(select(jobs.c.id).where(jobs.c.name == self.job)).first() is not None:
                 raise ReplayError(f"job: {self.job!r} already exists; replay into a new job name (--job)")
         self.translator = EventTranslator()
+        # the reporters' edge fold (report schema v3, policies.task_fold), so a replayed log costs the store what a
+        # live job does; ``fold=False`` sends whole task rows (schema v2, deprecated), the same statistics
+        self.fold = TaskFold() if fold else None
         self.reporter_id = uuid.uuid4().hex
         self.seq = 0
         self.pending: list[tuple[str, dict]] = []
@@ -306,11 +311,11 @@ class Replay:
         if not self.pending:  # an empty report would create the job with nothing in it
             return
         items, self.pending = self.pending, []
-        body = report_body(items, self.translator.known_templates)
+        body = report_body(items, self.translator.known_templates, self.fold, self.window_ms)
         self.seq += 1
         slots = self._slots()
         report = {
-            "schema_version": SCHEMA_VERSION, "job": self.job,
+            "schema_version": SCHEMA_VERSION if self.fold else 2, "job": self.job,
             "reporter": {"id": self.reporter_id, "seq": self.seq, "dropped_total": 0,
                          "orphaned_total": self.translator.orphaned, "app_id": self.result.app_id,
                          "master": self.result.master, "slots": slots,
@@ -318,6 +323,9 @@ class Replay:
                          "not_actuatable": {"executors": "local mode"} if self.local else {}},
             **body,
         }
+        if self.fold is not None:
+            report["window_ms"] = self.window_ms
+            report["reporter"]["task_detail"] = self.fold.task_detail
         try:
             parsed = Report.model_validate(report)
             with self.engine.begin() as conn:

@@ -40,6 +40,8 @@ def main(argv=None) -> None:
                                                                "takes no waiting task cold (collectors.launch_hold)")
     ap.add_argument("--jar-only", action="store_true", help="no attach(): the listener jar reports and applies "
                                                             "executors, attached by Spark confs alone")
+    ap.add_argument("--event-log", help="write Spark's event log into this directory (spark-governor replay reads it)")
+    ap.add_argument("--task-detail", default=None, help="attach()'s task_detail: none, failed (default) or all")
     a = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -53,6 +55,8 @@ def main(argv=None) -> None:
                .config("spark.dynamicAllocation.enabled", "false")
                .config("spark.sql.shuffle.partitions", 4).config("spark.ui.enabled", "false")
                .config("spark.driver.host", "127.0.0.1"))
+    if a.event_log:
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", a.event_log)
     if a.launch_hold or a.jar_only:
         from spark_governor.collectors.jvm.build import find_jar, submit_confs
 
@@ -86,7 +90,8 @@ def main(argv=None) -> None:
     # the project's own source: the reporter reads its rate file between batches (collectors.source_probe)
     probes = [] if a.no_probe else [RateFileProbe(a.rate_file, rows_per_second=100)]
     handle = None if a.jar_only else attach(spark, job=a.job, endpoint=a.endpoint, flush_interval_s=0.5,
-                                            source_probes=probes, **({"warm_modules": None} if a.no_warm else {}))
+                                            source_probes=probes, task_detail=a.task_detail,
+                                            **({"warm_modules": None} if a.no_warm else {}))
     warmer = handle.warmer if handle else None
     register_zipf_source(spark)
     cost = a.row_cost_us / 1e6

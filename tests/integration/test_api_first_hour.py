@@ -8,7 +8,13 @@ from sqlalchemy import select
 from spark_governor.aggregators import db
 from spark_governor.aggregators.models import decisions, jobs
 from spark_governor.api.app import Settings, create_app
-from spark_governor.bench.reports import gz, make_report
+from spark_governor.bench.reports import gz
+from spark_governor.bench.reports import make_report as _make_report
+
+
+def make_report(*args, **kwargs):
+    """A report folded with this module's control planes' 1 s windows."""
+    return _make_report(*args, **{"window_ms": 1000, **kwargs})
 from tests.integration.test_policy_api import report as ratio_report
 
 TOKEN = "first-hour-token"
@@ -91,8 +97,9 @@ def test_unknown_job_reads_answer_404_naming_the_job_everywhere(client):
 
 
 # -- runs ------------------------------------------------------------------------------------------
-def run_report(app_id: str, reporter: str, start_ms: int, batches: int, seq: int = 1) -> dict:
-    rep = make_report(job="rerun", n_tasks=16, batches=batches, start_ms=start_ms, reporter_id=reporter, seq=seq)
+def run_report(app_id: str, reporter: str, start_ms: int, batches: int, seq: int = 1, window_ms: int = 1000) -> dict:
+    rep = make_report(job="rerun", n_tasks=16, batches=batches, start_ms=start_ms, reporter_id=reporter, seq=seq,
+                      window_ms=window_ms)
     rep["reporter"]["app_id"] = app_id
     for b in rep["batches"]:
         b["run_id"] = f"query-run-{app_id}"
@@ -218,8 +225,8 @@ def test_stats_cli_shows_the_latest_run_and_picks_another(control_plane):
     from spark_governor.api.cli import main
 
     t0 = int(time.time() * 1000)
-    for rep in (run_report("local-111", "rep-1", t0 - 120_000, batches=3), None,
-                run_report("local-222", "rep-2", t0 + 1500, batches=5)):
+    for rep in (run_report("local-111", "rep-1", t0 - 120_000, batches=3, window_ms=5000), None,
+                run_report("local-222", "rep-2", t0 + 1500, batches=5, window_ms=5000)):
         if rep is None:
             time.sleep(1.2)
             continue
