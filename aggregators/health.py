@@ -54,7 +54,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators import liveness, queries
-from spark_governor.aggregators.models import runtime_windows, stage_runs, template_vertices
+from spark_governor.aggregators.models import stage_runs, template_vertices, template_windows
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.base import JobView, LiveStats
 
@@ -211,17 +211,17 @@ def verdict(view: JobView, failed_tasks: int = 0, config: HealthConfig = HealthC
 def failed_tasks(conn: Connection, job_id: int, since_ms: int) -> dict[Optional[str], int]:
     """Tasks of the job that finished unsuccessfully in the windows that end after ``since_ms`` (epoch ms), by
     query id (a stage template's query, from its stage runs; None when no run of it was reported). Read from the
-    runtime windows, which count every failed task whether the reporter folded it or sent it whole (issue #42),
+    template windows, which count every failed task whether the reporter folded it or sent it whole (issue #42),
     so at the windows' granularity: a failure up to one window older than ``since_ms`` counts."""
     query_of = (select(stage_runs.c.template_id, func.min(stage_runs.c.query_id).label("query_id"))
                 .where(stage_runs.c.job_id == job_id).group_by(stage_runs.c.template_id).subquery())
-    rw = runtime_windows.c
+    tw = template_windows.c
     return {q: int(n) for q, n in conn.execute(
-        select(query_of.c.query_id, func.sum(rw.failed_tasks))
-        .select_from(runtime_windows.join(template_vertices, template_vertices.c.id == rw.template_id)
-                     .outerjoin(query_of, query_of.c.template_id == rw.template_id))
-        .where(template_vertices.c.job_id == job_id, rw.window_start_ms + rw.window_ms > since_ms,
-               rw.failed_tasks > 0)
+        select(query_of.c.query_id, func.sum(tw.failed_tasks))
+        .select_from(template_windows.join(template_vertices, template_vertices.c.id == tw.template_id)
+                     .outerjoin(query_of, query_of.c.template_id == tw.template_id))
+        .where(template_vertices.c.job_id == job_id, tw.window_start_ms + tw.window_ms > since_ms,
+               tw.failed_tasks > 0)
         .group_by(query_of.c.query_id)).all()}
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 
-from sqlalchemy import bindparam, case, insert, select, tuple_, update
+from sqlalchemy import bindparam, case, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, jobs, reporters,
@@ -51,8 +51,8 @@ from spark_governor.aggregators.liveness import store_query_states
 from spark_governor.aggregators.partitions import store_partition_stats
 from spark_governor.aggregators.runs import touch_run
 from spark_governor.aggregators.welford import sql_extreme, sql_merge, sql_saturating_sum
-from spark_governor.policies.task_fold import (completed, fold_tasks, merge_template_window, sampled,
-                                               stage_window)
+from spark_governor.policies.task_fold import (completed, fold_tasks, merge_template_window, sampled, stage_window,
+                                               template_tasks, template_window)
 from spark_governor.policies.wire import INT64_MAX, Report, TaskRecord
 
 DEFAULT_WINDOW_MS = 5_000
@@ -251,10 +251,14 @@ def window_row(runtime_vertex_id: int, template_id: int, window_start_ms: int, w
 
 
 def template_window_row(template_id: int, window_start_ms: int, window_ms: int, w) -> dict:
-    """A template window row (flat columns) of a template-window record (a dict or the wire's model)."""
+    """A template window row (flat columns) of a template-window record (``policies.task_fold.template_window``, a
+    dict, or the wire's ``TemplateWindowRecord``): its stage part, its task part as :func:`window_row`'s, the
+    partitions and the busiest one's run time."""
     get = w.get if isinstance(w, dict) else w.__dict__.get
-    values = {"template_id": template_id, "window_start_ms": window_start_ms, "window_ms": window_ms,
-              "stages": get("stages"), "max_num_tasks": get("max_num_tasks"), "max_slots": get("max_slots")}
+    values = window_row(0, template_id, window_start_ms, window_ms, w)
+    del values["runtime_vertex_id"]
+    values.update(stages=get("stages"), max_num_tasks=get("max_num_tasks"), max_slots=get("max_slots"),
+                  partitions=get("partitions"), max_vertex_run_time_ms=min(get("max_vertex_run_time_ms"), INT64_MAX))
     for name in TEMPLATE_MOMENTS:
         m = get(name)
         m = m if isinstance(m, dict) else m.__dict__
@@ -262,8 +266,11 @@ def template_window_row(template_id: int, window_start_ms: int, window_ms: int, 
     return values
 
 
-def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
-    """Store the report's task rows; a v1/v2 report's tasks are folded into their runtime windows too."""
+def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int],
+                window_ms: int) -> tuple[int, dict]:
+    """Store the report's task rows and the runtime windows it sent (v3) or folds (v1/v2); returns the tasks it
+    accounts for and, for v1/v2, the task parts of its template windows (``(template id, window start) → record``,
+    merged over partitions as a v3 reporter merges them)."""
     app_id = report.reporter.app_id or ""
     pairs = {(template_ids[t.template_key], t.partition) for t in report.tasks}
     pairs |= {(template_ids[w.template_key], w.partition) for w in report.runtime_windows}
@@ -271,23 +278,24 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
     rows = [task_row(t, job_id, template_ids[t.template_key], rvs[(template_ids[t.template_key], t.partition)][0],
                      app_id) for t in sorted(report.tasks, key=lambda t: t.launch_ms)]
     insert_tuples(conn, tasks, _TASK_COLUMNS, rows)
-    rv_template = {rid: tid for (tid, _p), (rid, _l) in rvs.items()}
     if report.schema_version >= 3:
         rows_w = [window_row(rvs[(template_ids[w.template_key], w.partition)][0], template_ids[w.template_key],
                              w.window_start_ms, window_ms, w) for w in report.runtime_windows]
         rows_w.sort(key=itemgetter(*_WINDOW_KEY))
         upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
-        return report.folded_tasks
-    last = {rid: launch for rid, launch in rvs.values()}
+        return report.folded_tasks, {}
+    last = {pair: rv[1] for pair, rv in rvs.items()}  # (template id, partition) → its last launch
     windows = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
-                         lambda t: rvs[(template_ids[t["template_key"]], t["partition"])][0])
-    update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": launch}
-                                          for rid, launch in last.items() if launch is not None])
+                         lambda t: (template_ids[t["template_key"]], t["partition"]))
+    update_rows(conn, runtime_vertices, sorted(({"_id": rvs[pair][0], "last_launch_ms": launch}
+                                                for pair, launch in last.items() if launch is not None),
+                                               key=itemgetter("_id")))
     # in key order: concurrent reports lock shared windows in the same order; one upsert: new windows inserted,
     # stored ones merged in the database (Chan's merge, sums saturated)
-    upsert_rows(conn, runtime_windows, [window_row(key[0], rv_template[key[0]], key[1], window_ms, windows[key])
-                                        for key in sorted(windows)], _WINDOW_KEY, _WINDOW_MERGE)
-    return len(rows)
+    upsert_rows(conn, runtime_windows, [window_row(rvs[key[0]][0], key[0][0], key[1], window_ms, windows[key])
+                                        for key in sorted(windows, key=lambda k: (rvs[k[0]][0], k[1]))],
+                _WINDOW_KEY, _WINDOW_MERGE)
+    return len(rows), template_tasks(windows)
 
 
 _TEMPLATE_KEY = ("template_id", "window_start_ms")
@@ -299,33 +307,62 @@ _TEMPLATE_MERGE = (
     ("max_slots", "CASE WHEN COALESCE(excluded.max_slots, 0) > COALESCE(template_windows.max_slots, 0) "
                   "THEN excluded.max_slots WHEN COALESCE(template_windows.max_slots, 0) = 0 THEN NULL "
                   "ELSE template_windows.max_slots END"),
-    *[item for name in TEMPLATE_MOMENTS for item in sql_merge(name, "template_windows", "excluded").items()])
+    *[item for name in TEMPLATE_MOMENTS for item in sql_merge(name, "template_windows", "excluded").items()],
+    *[(c, sql_saturating_sum(c, "template_windows", "excluded", INT64_MAX)) for c in ("tasks", "failed_tasks", *RUNTIME_SUMS)],
+    *[item for name in RUNTIME_MOMENTS for item in sql_merge(name, "template_windows", "excluded").items()],
+    *[(f"{name}_{end}", sql_extreme(f"{name}_{end}", "template_windows", "excluded", end))
+      for name in RUNTIME_MOMENTS for end in ("min", "max")],
+    *[(c, sql_extreme(c, "template_windows", "excluded", "max")) for c in ("partitions", "max_vertex_run_time_ms")])
 
 
 def fold_stage(merged: dict, tid: int, s, launches: list[int], window_ms: int) -> None:
-    """Fold completed stage run ``s`` of template ``tid`` into ``merged`` (template window records keyed
+    """Fold completed stage run ``s`` of template ``tid`` into ``merged`` (template-window records keyed
     ``(template id, window start ms)``): ``policies.task_fold.stage_window`` of its task launches
     (``launches``, epoch ms, sorted), merged in report order."""
     key = (tid, _window(s.completion_ms, window_ms))
-    rec = stage_window(s.__dict__, launches)
+    rec = template_window(None, stage_window(s.__dict__, launches), 0, 0)
     merged[key] = rec if key not in merged else merge_template_window(merged[key], rec)
 
 
-def template_rows(merged: dict, window_ms: int) -> list[dict]:
-    """The template window rows of ``merged`` (:func:`fold_stage`), in key order."""
-    return [template_window_row(k[0], k[1], window_ms, merged[k]) for k in sorted(merged)]
+_VERTEX_RUNS = (select(runtime_windows.c.template_id, runtime_windows.c.window_start_ms,
+                       func.count().label("partitions"), func.max(runtime_windows.c.run_time_ms).label("busiest"))
+                .where(runtime_windows.c.template_id.in_(bindparam("p_tids", expanding=True)),
+                       runtime_windows.c.window_start_ms.in_(bindparam("p_starts", expanding=True)))
+                .group_by(runtime_windows.c.template_id, runtime_windows.c.window_start_ms))
 
 
-def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int) -> int:
-    """Store new stage runs and merge the report's template windows (v3) or fold its completed stage runs into
-    them (v1/v2), with a fixed number of statements per report (not per stage): one insert of the runs not stored
-    yet (``ON CONFLICT DO NOTHING``, returning the new ones), for v1/v2 one read of the task launches of every
-    newly completed stage, one upsert of the template windows (merged in the database, like the runtime
-    windows)."""
+def template_rows(conn: Connection, parts: dict, stage_parts: dict, window_ms: int) -> list[dict]:
+    """The template window rows of a v1/v2 report (or batch of them), in key order: the task parts (``parts``,
+    :func:`policies.task_fold.template_tasks` of its runtime windows) and stage parts (``stage_parts``,
+    :func:`fold_stage`) of each window, with the partitions and the busiest one's run time read from the runtime
+    windows as stored now (after the report's)."""
+    keys = sorted(set(parts) | set(stage_parts))
+    if not keys:
+        return []
+    runs = {(r.template_id, r.window_start_ms): r for r in conn.execute(
+        _VERTEX_RUNS, {"p_tids": sorted({k[0] for k in keys}), "p_starts": sorted({k[1] for k in keys})})}
+    out = []
+    for key in keys:
+        r = runs.get(key)
+        rec = template_window(parts.get(key), None, r.partitions if r else 0, r.busiest if r else 0)
+        if key in stage_parts:
+            rec = merge_template_window(rec, stage_parts[key])
+        out.append(template_window_row(key[0], key[1], window_ms, rec))
+    return out
+
+
+def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: dict[str, int], window_ms: int,
+                 parts: dict) -> int:
+    """Store new stage runs and merge the report's template windows (v3: as sent; v1/v2: its task parts ``parts``
+    and its newly completed stage runs folded), with a fixed number of statements per report (not per stage): one
+    insert of the runs not stored yet (``ON CONFLICT DO NOTHING``, returning the new ones), for v1/v2 one read of
+    the task launches of every newly completed stage and one of the runtime windows' partitions, one upsert of the
+    template windows (merged in the database, like the runtime windows)."""
     new = set()
+    app_id = report.reporter.app_id or ""
+    by_key = {}
     if report.stages:
-        app_id = report.reporter.app_id or ""
-        rows, by_key, seen = [], {}, set()
+        rows, seen = [], set()
         for s in report.stages:
             if (s.stage_id, s.attempt) in seen:
                 continue
@@ -343,9 +380,7 @@ def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: di
         upsert_rows(conn, template_windows, sorted(rows_t, key=itemgetter(*_TEMPLATE_KEY)), _TEMPLATE_KEY,
                     _TEMPLATE_MERGE)
         return len(new)
-    done = [by_key[k] for k in by_key if k in new and completed(by_key[k][1].__dict__)] if new else []
-    if not done:
-        return len(new)
+    done = [by_key[k] for k in by_key if k in new and completed(by_key[k][1].__dict__)]
     launches: dict[tuple[int, int], list[int]] = defaultdict(list)
     wanted = [(s.stage_id, s.attempt) for _tid, s in done]
     for chunk in range(0, len(wanted), 400):
@@ -355,7 +390,7 @@ def _fold_stages(conn: Connection, job_id: int, report: Report, template_ids: di
     merged: dict[tuple[int, int], dict] = {}
     for tid, s in done:  # in report order; the stored window absorbs their merge in the database
         fold_stage(merged, tid, s, launches.get((s.stage_id, s.attempt), []), window_ms)
-    upsert_rows(conn, template_windows, template_rows(merged, window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
+    upsert_rows(conn, template_windows, template_rows(conn, parts, merged, window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
     return len(new)
 
 
@@ -433,9 +468,12 @@ def ingest_report(conn: Connection, report: Report, window_ms: int = DEFAULT_WIN
     job_run_id = touch_run(conn, job_id, report, now)  # aggregators.runs: one run per application
     template_ids = _ensure_templates(conn, job_id, report, now)
     result = IngestResult(job_id)
+    parts: dict = {}
     if report.tasks or report.runtime_windows:
-        result.tasks = _fold_tasks(conn, job_id, report, template_ids, window_ms)
-    result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms)
+        result.tasks, parts = _fold_tasks(conn, job_id, report, template_ids, window_ms)
+    if report.schema_version >= 3:
+        result.tasks = report.folded_tasks
+    result.stages = _fold_stages(conn, job_id, report, template_ids, window_ms, parts)
     if report.task_spans:
         store_spans(conn, span_rows(job_id, report))
     result.batches = _store_batches(conn, job_id, report, job_run_id)

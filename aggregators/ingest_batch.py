@@ -56,14 +56,16 @@ from spark_governor.aggregators.directives import apply_acks, directive_dict
 from spark_governor.aggregators.ingest import (_TASK_COLUMNS, _TEMPLATE_KEY, _TEMPLATE_MERGE, _WINDOW_KEY,
                                                _WINDOW_MERGE, DEFAULT_WINDOW_MS, IngestResult, ReporterConflict,
                                                _now_ms, _statement, fold_stage, job_values, span_rows, store_spans,
-                                               task_row, template_keys, template_rows, window_row)
+                                               task_row, template_keys, template_rows, template_window_row,
+                                               window_row)
 from spark_governor.aggregators.liveness import query_state_rows
 from spark_governor.aggregators.models import (batches, directives, jobs, partition_stats, query_states, reporters,
                                                runtime_vertices, runtime_windows, stage_runs, tasks, template_vertices,
                                                template_windows)
 from spark_governor.aggregators.partitions import partition_rows
 from spark_governor.aggregators.runs import touch_runs
-from spark_governor.policies.task_fold import (completed, fold_tasks, merge_runtime_window, merge_template_window)
+from spark_governor.policies.task_fold import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, completed, fold_tasks,
+                                               merge_runtime_window, merge_template_window, template_tasks)
 from spark_governor.policies.wire import Report
 
 
@@ -286,13 +288,15 @@ def _ensure_runtime_vertices(conn: Connection, accepted: list[_Item]) -> dict[tu
 def _fold_tasks(accepted: list[_Item], rvs: dict, window_ms: int, results: list[IngestResult]):
     """``ingest._fold_tasks`` for every item, without its statements: the task rows in batch order, the
     runtime windows of the batch (each report's windows — sent by a v3 reporter, else folded here — merged in
-    batch order), the runtime vertices' last launches and, per stage attempt of the batch's v1/v2 reports, the
-    task launches with the index of their report."""
+    batch order), the runtime vertices' last launches ((template id, partition) → ms), the task parts of the v1/v2
+    reports' template windows (merged in batch order) and, per stage attempt of the batch's v1/v2 reports, the task
+    launches with the index of their report."""
     rows: list[tuple] = []
     windows: dict[tuple[int, int], dict] = {}
+    parts: dict[tuple[int, int], dict] = {}
     launches: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     rv_template = {}
-    last = {rid: launch for rid, launch in rvs.values()}
+    last = {pair: rv[1] for pair, rv in rvs.items()}
     for item in accepted:
         report = item.report
         tids = item.template_ids
@@ -314,14 +318,17 @@ def _fold_tasks(accepted: list[_Item], rvs: dict, window_ms: int, results: list[
                 mine[(rid, w.window_start_ms)] = w.model_dump()
         else:
             results[item.index].tasks = len(rows) - n0
-            mine = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
-                              lambda t: rvs[(tids[t["template_key"]], t["partition"])][0])
+            folded = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
+                                lambda t: (tids[t["template_key"]], t["partition"]))
+            mine = {(rvs[pair][0], start): w for (pair, start), w in folded.items()}
+            for key, w in template_tasks(folded).items():
+                parts[key] = w if key not in parts else merge_runtime_window(parts[key], w)
         for key, w in mine.items():  # this report's window as ingest_report would upsert it, merged into the
             stored = windows.get(key)  # same window of the batch's earlier reports as the upsert would merge it
             windows[key] = w if stored is None else merge_runtime_window(stored, w)
     # key order: concurrent transactions lock alike
     window_rows = [window_row(key[0], rv_template[key[0]], key[1], window_ms, windows[key]) for key in sorted(windows)]
-    return rows, window_rows, launches, last
+    return rows, window_rows, launches, last, parts
 
 
 def _store_stage_runs(conn: Connection, accepted: list[_Item], results: list[IngestResult]) -> list[tuple]:
@@ -372,27 +379,46 @@ def _stored_launches(conn: Connection, completed: list[tuple]) -> dict[tuple, li
     return out
 
 
-def _template_windows(accepted: list[_Item], completed: list[tuple], stored: dict, batch_launches: dict,
-                      window_ms: int) -> list[dict]:
+def _template_windows(conn: Connection, accepted: list[_Item], completed: list[tuple], stored: dict,
+                      batch_launches: dict, parts: dict, window_ms: int) -> list[dict]:
     """``ingest._fold_stages``'s template windows of the batch, merged in batch order: a v3 report's as it sent
-    them, a v1/v2 report's folded from its newly completed stages (a stage completed by report k sees the
-    launches stored before the batch and those of reports 1…k)."""
-    merged: dict[tuple[int, int], dict] = {}
+    them; the v1/v2 reports' task parts (``parts``) and the stage parts folded from their newly completed stages (a
+    stage completed by report k sees the launches stored before the batch and those of reports 1…k), with the
+    partitions read from the runtime windows as stored after the batch's (``ingest.template_rows``)."""
+    stage_parts: dict[tuple[int, int], dict] = {}
     by_item = defaultdict(list)
     for item, tid, s in completed:
         by_item[item.index].append((tid, s))
+    sent: dict[tuple[int, int], dict] = {}
     for item in accepted:
         if item.report.schema_version >= 3:
             for w in item.report.template_windows:
                 key = (item.template_ids[w.template_key], w.window_start_ms)
                 rec = w.model_dump()
-                merged[key] = rec if key not in merged else merge_template_window(merged[key], rec)
+                sent[key] = rec if key not in sent else merge_template_window(sent[key], rec)
             continue
         for tid, s in by_item.get(item.index, ()):
             key4 = (item.job_id, item.app_id, s.stage_id, s.attempt)
             ls = sorted(stored.get(key4, []) + [ms for idx, ms in batch_launches.get(key4, ()) if idx <= item.index])
-            fold_stage(merged, tid, s, ls, window_ms)
-    return template_rows(merged, window_ms)
+            fold_stage(stage_parts, tid, s, ls, window_ms)
+    rows = {(r["template_id"], r["window_start_ms"]): r for r in template_rows(conn, parts, stage_parts, window_ms)}
+    for key, rec in sent.items():
+        row = template_window_row(key[0], key[1], window_ms, rec)
+        if key in rows:  # a v1/v2 and a v3 report of the batch on one template window: both merged
+            row = template_window_row(key[0], key[1], window_ms, merge_template_window(
+                rec, _record_of(rows[key])))
+        rows[key] = row
+    return [rows[k] for k in sorted(rows)]
+
+
+def _record_of(row: dict) -> dict:
+    """A template window row back as a record (the rare batch with reports of both schemas on one window)."""
+    out = {k: row[k] for k in ("stages", "max_num_tasks", "max_slots", "tasks", "failed_tasks", "partitions",
+                               "max_vertex_run_time_ms", *RUNTIME_SUMS)}
+    for name in (*RUNTIME_MOMENTS, *TEMPLATE_MOMENTS):
+        out[name] = {"n": row[f"{name}_n"], "mean": row[f"{name}_mean"], "m2": row[f"{name}_m2"],
+                     "min": row.get(f"{name}_min"), "max": row.get(f"{name}_max")}
+    return out
 
 
 def _store_batches(conn: Connection, accepted: list[_Item], results: list[IngestResult]) -> None:
@@ -452,16 +478,17 @@ def ingest_reports(conn: Connection, items: Sequence[Pending],
         item.run_id = run_id
     _ensure_templates(conn, accepted)
     rvs = _ensure_runtime_vertices(conn, accepted)
-    rvs_last = {rid: launch for rid, launch in rvs.values()}
-    task_rows, window_rows, batch_launches, last = _fold_tasks(accepted, rvs, window_ms, results)
+    task_rows, window_rows, batch_launches, last, parts = _fold_tasks(accepted, rvs, window_ms, results)
     completed = _store_stage_runs(conn, accepted, results)
     stored_launches = _stored_launches(conn, completed) if completed else {}
     insert_tuples(conn, tasks, _TASK_COLUMNS, task_rows)
-    update_rows(conn, runtime_vertices, [{"_id": rid, "last_launch_ms": launch} for rid, launch in sorted(last.items())
-                                         if launch is not None and launch != rvs_last.get(rid)])
+    update_rows(conn, runtime_vertices, sorted(({"_id": rvs[pair][0], "last_launch_ms": launch}
+                                                for pair, launch in last.items()
+                                                if launch is not None and launch != rvs[pair][1]),
+                                               key=itemgetter("_id")))
     upsert_rows(conn, runtime_windows, window_rows, _WINDOW_KEY, _WINDOW_MERGE)
-    upsert_rows(conn, template_windows, _template_windows(accepted, completed, stored_launches, batch_launches,
-                                                          window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
+    upsert_rows(conn, template_windows, _template_windows(conn, accepted, completed, stored_launches, batch_launches,
+                                                          parts, window_ms), _TEMPLATE_KEY, _TEMPLATE_MERGE)
     spans: dict[tuple, dict] = {}
     for item in accepted:
         for row in span_rows(item.job_id, item.report) if item.report.task_spans else ():

@@ -180,6 +180,14 @@ template_windows = Table(
     Column("max_num_tasks", Integer, nullable=False, default=0),
     Column("max_slots", Integer),
     *_moments(*TEMPLATE_MOMENTS),
+    # migration 0011: the template's tasks merged over its partitions (as a runtime window's; the policies read
+    # these), the partitions with a task in the window and the busiest one's run time (ms)
+    Column("tasks", BigInteger, nullable=False, default=0),
+    Column("failed_tasks", BigInteger, nullable=False, default=0),
+    *_moments(*RUNTIME_MOMENTS, extremes=True),
+    *[Column(name, BigInteger, nullable=False, default=0) for name in RUNTIME_SUMS],
+    Column("partitions", Integer, nullable=False, default=0),
+    Column("max_vertex_run_time_ms", BigInteger, nullable=False, default=0),
     UniqueConstraint("template_id", "window_start_ms", name="uq_template_windows_template_window"),
 )
 

@@ -1,7 +1,9 @@
 """Read side of the statistics store: jobs, template (stage) and runtime (task) statistics.
 
 Template statistics are the exact Chan/Welford merge of their runtime vertices' windows
-(Lohrmann §4.4.2 with counts, digest §9.7), never an average of averages. All durations in
+(Lohrmann §4.4.2 with counts, digest §9.7), never an average of averages: merged over the partitions by the
+reporter (or by ingest, for whole-task reports) and kept in the template window, which is what is read here
+(``policies.task_fold``). All durations in
 seconds; rates in records per second; utilization is a fraction in [0, 1+] (busy slot time over
 available slot time; digest §11.3: ρ_v = Σ executorRunTime_v / (p(v)·W) with
 p(v) = min(numTasks_v, slots)).
@@ -116,11 +118,14 @@ def _span_conditions(column, span) -> list:
     return cond
 
 
-def _recent_window_starts(conn: Connection, template_id: int, limit: int, span=None) -> list[int]:
+def _recent_window_starts(conn: Connection, template_id: int, limit: int, span=None, table=runtime_windows) -> list[int]:
+    """The latest ``limit`` window starts of the template's ``table`` (template windows: those with tasks)."""
+    cond = [table.c.template_id == template_id, *_span_conditions(table.c.window_start_ms, span)]
+    if table is template_windows:
+        cond.append(table.c.tasks + table.c.failed_tasks > 0)
     return sorted(r[0] for r in conn.execute(
-        select(runtime_windows.c.window_start_ms).where(runtime_windows.c.template_id == template_id,
-                                                         *_span_conditions(runtime_windows.c.window_start_ms, span))
-        .group_by(runtime_windows.c.window_start_ms).order_by(runtime_windows.c.window_start_ms.desc()).limit(limit)))
+        select(table.c.window_start_ms).where(*cond)
+        .group_by(table.c.window_start_ms).order_by(table.c.window_start_ms.desc()).limit(limit)))
 
 
 def template_stats(conn: Connection, job: str, windows: int = 12, span=None) -> list[dict]:
@@ -130,38 +135,26 @@ def template_stats(conn: Connection, job: str, windows: int = 12, span=None) -> 
     out = []
     for t in conn.execute(select(template_vertices).where(template_vertices.c.job_id == j.id)
                           .order_by(template_vertices.c.ordinal, template_vertices.c.key)):
-        starts = _recent_window_starts(conn, t.id, windows, span)
+        starts = _recent_window_starts(conn, t.id, windows, span, template_windows)
         per_window = []
         summary_moments: dict[str, Moments] = defaultdict(Moments)
         summary_sums: dict[str, int] = defaultdict(int)
         summary_tasks = summary_failed = 0
         if starts:
-            rw = conn.execute(select(runtime_windows).where(
-                runtime_windows.c.template_id == t.id, runtime_windows.c.window_start_ms >= starts[0],
-                runtime_windows.c.window_start_ms <= starts[-1])).mappings().all()
-            tw = {r["window_start_ms"]: r for r in conn.execute(select(template_windows).where(
-                template_windows.c.template_id == t.id, template_windows.c.window_start_ms >= starts[0],
-                template_windows.c.window_start_ms <= starts[-1])).mappings()}
-            grouped = defaultdict(list)
-            for r in rw:
-                grouped[r["window_start_ms"]].append(r)
-            for start in starts:
-                rows = grouped[start]
-                window_ms = rows[0]["window_ms"]
-                moments = {n: Moments.merge_all(_moments(r, n) for r in rows) for n in RUNTIME_MOMENTS}
-                sums = {n: sum(r[n] for r in rows) for n in RUNTIME_SUMS}
-                twr = tw.get(start)
-                if twr is not None:
-                    for n in TEMPLATE_MOMENTS:
-                        moments[n] = _moments(twr, n)
-                slots = (twr["max_slots"] if twr is not None else None) or j.slots
-                num_tasks = (twr["max_num_tasks"] if twr is not None else 0) or len(rows)
+            tw = conn.execute(select(template_windows).where(
+                template_windows.c.template_id == t.id, template_windows.c.window_start_ms.in_(starts))
+                .order_by(template_windows.c.window_start_ms)).mappings().all()
+            for twr in tw:
+                window_ms = twr["window_ms"]
+                moments = {n: _moments(twr, n) for n in (*RUNTIME_MOMENTS, *TEMPLATE_MOMENTS)}
+                sums = {n: twr[n] for n in RUNTIME_SUMS}
+                slots = twr["max_slots"] or j.slots
+                num_tasks = twr["max_num_tasks"] or twr["partitions"]
                 p = min(num_tasks, slots) if slots else num_tasks
-                stats = _window_stats(moments, sums, sum(r["tasks"] for r in rows),
-                                      sum(r["failed_tasks"] for r in rows), window_ms / 1000.0, p)
-                stats.update(window_start_ms=start, window_ms=window_ms, partitions=len(rows), num_tasks=num_tasks,
-                             stages=twr["stages"] if twr is not None else 0,
-                             utilization_max=max(r["run_time_ms"] for r in rows) / window_ms)
+                stats = _window_stats(moments, sums, twr["tasks"], twr["failed_tasks"], window_ms / 1000.0, p)
+                stats.update(window_start_ms=twr["window_start_ms"], window_ms=window_ms, partitions=twr["partitions"],
+                             num_tasks=num_tasks, stages=twr["stages"],
+                             utilization_max=twr["max_vertex_run_time_ms"] / window_ms)
                 per_window.append(stats)
                 for n, m in moments.items():
                     summary_moments[n] = summary_moments[n].merge(m)

@@ -52,7 +52,8 @@ def create_floor_app(token_sha256: str | None = None, settings: Settings = Setti
             report = parse_report(report_body(settings))
         except ReportError as exc:
             raise BadRequest(400, str(exc)) from None
-        return jsonify(accepted={"tasks": len(report.tasks), "stages": len(report.stages),
-                                 "batches": len(report.batches)}, duplicate=False, directives=[])
+        return jsonify(accepted={"tasks": report.folded_tasks, "stages": len(report.stages),
+                                 "batches": len(report.batches)}, duplicate=False, directives=[],
+                       window_ms=settings.window_ms)
 
     return app

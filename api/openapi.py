@@ -244,8 +244,9 @@ REPORT_RULES = {
     "window_ms: required": "a report with windows states its window_ms",
     "is not aligned to": "a window starts at a multiple of window_ms",
     "window_ms: required with tasks": "a v3 report with task rows states its window_ms",
-    "a task row of schema_version 3": "a v3 task row is detail of a task folded in the same report's runtime "
+    "a task row of schema_version 3": "a v3 task row is detail of a task folded in the same report's template "
                                       "windows",
+    "partitions: a window with tasks": "a template window with tasks has at least one partition",
     "window_ms: this control plane keeps": "a report is folded with the control plane's window_ms (its answers "
                                            "say which)",
 }

@@ -307,11 +307,12 @@ class Replay:
     def _executor_count(self) -> int:
         return sum(1 for e in self.executors if e != "driver")
 
-    def _flush(self) -> None:
-        if not self.pending:  # an empty report would create the job with nothing in it
-            return
+    def _flush(self, final: bool = False) -> None:
+        """Ship what is pending as one report; ``final``: the last one, with every runtime window still open."""
+        if not self.pending and not (final and self.fold is not None and self.fold.open and self.job_id is not None):
+            return  # an empty report would create the job with nothing in it
         items, self.pending = self.pending, []
-        body = report_body(items, self.translator.known_templates, self.fold, self.window_ms)
+        body = report_body(items, self.translator.known_templates, self.fold, self.window_ms, self._now, final)
         self.seq += 1
         slots = self._slots()
         report = {
@@ -412,6 +413,7 @@ class Replay:
                 self.progress(self.reader.stats.bytes_read - last_progress)
                 last_progress = self.reader.stats.bytes_read
         self._flush()
+        self._flush(final=True)
         if self.progress is not None:
             self.progress(self.reader.stats.bytes_read - last_progress)
         self.result.last_ms = self._now or None

@@ -1,7 +1,8 @@
 """The cost of one report at the control plane, by phase: ``python -m spark_governor.bench.ingest_profile --db URL``.
 
-Reports shaped like ``bench load``'s (``bench.load.job_report``: 40 tasks of two stages, both stage records,
-one micro-batch, current timestamps) of ``--jobs`` jobs, ``--rounds`` each, are applied as ``POST
+Reports shaped like ``bench load``'s (``bench.load.job_report``, i.e. ``bench.reports.make_report``: a second of
+40 tasks of two stages folded at the edge (report schema v3), both stage records, one micro-batch, current
+timestamps) of ``--jobs`` jobs, ``--rounds`` each, are applied as ``POST
 /api/v1/reports`` applies them, without HTTP: ``parse_report`` (JSON parse and validation), then one
 transaction of ``ingest_report`` and the directives read, committed. Printed per report: CPU milliseconds of
 this process for parsing and for the transaction (SQLAlchemy, the driver, the Welford merges, and for SQLite the

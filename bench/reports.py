@@ -16,15 +16,88 @@ WINDOW_MS = 5_000
 def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-map", "t-reduce"),
                 partitions=4, start_ms=1_700_000_000_000, seed=0, batches=0, dropped=0,
                 schema_version=SCHEMA_VERSION, task_detail="failed", window_ms=WINDOW_MS) -> dict:
-    """The report a reporter sends for a second of a job in which ``n_tasks`` tasks finished (stages of
-    ``len(templates)`` templates × ``partitions`` tasks per micro-batch, a micro-batch a second from ``start_ms``)
-    and ``batches`` micro-batches completed.
+    """The report a reporter sends for the second from ``start_ms`` (epoch ms) of a job in which ``n_tasks`` tasks
+    finished, ``batches`` micro-batches' progress with it.
 
-    ``schema_version`` 3 (the default): as a reporter that has run for a while sends it — the tasks folded at the
-    edge (``policies.task_fold``, windows of ``window_ms``), the executor's warm-up long past, so the rows that
-    travel are the uniform sample (and failed tasks); each micro-batch's stages completed. 1 or 2: every task as a
-    row (the deprecated whole-task reports), no stage records."""
+    ``schema_version`` 3 (the default): a job of ``partitions`` partitions whose micro-batches run one stage per
+    template (``n_tasks`` / (``partitions`` × templates) micro-batches in the second, their tasks on 4 executors),
+    reported as a reporter that has run for a while sends it: the tasks folded at the edge (``policies.task_fold``,
+    windows of ``window_ms``; the vertices' previous launches and the executors' warm-up from the second before),
+    the rows that travel the uniform sample (and failed tasks), each stage's run. 1 or 2: the deprecated report of
+    whole task rows, in the shape the tests of that path were written for (one executor, no stage records)."""
     rng = random.Random(seed)
+    report = {
+        "schema_version": schema_version, "job": job,
+        "reporter": {"id": reporter_id or uuid.uuid4().hex, "seq": seq, "dropped_total": dropped,
+                     "orphaned_total": 0, "app_id": "local-1", "master": "local[2]", "slots": 2},
+        "templates": [{"key": k, "name": f"s{i} {k}", "ordinal": i, "operators": [k],
+                       "parents": list(templates[i - 1:i])} for i, k in enumerate(templates)],
+        "stages": [], "tasks": [],
+        "batches": [{"query_id": "q1", "run_id": "r1", "name": None, "batch_id": (seq - 1) * batches + b,
+                     "trigger_ms": start_ms + b * 1000,
+                     "batch_duration_ms": 400 + b, "durations_ms": {"triggerExecution": 400 + b},
+                     "num_input_rows": 100 * b, "input_rows_per_second": 100.0, "processed_rows_per_second": 250.0,
+                     "state_operators": [], "event_time": {}, "observed_metrics": {}} for b in range(batches)],
+    }
+    if schema_version < 3:
+        report["templates"] = [dict(t, parents=[]) for t in report["templates"]]
+        report["tasks"] = _legacy_tasks(rng, n_tasks, templates, partitions, start_ms)
+        return report
+    report["reporter"].update(app_id=f"app-{job}", master="spark://127.0.0.1:7077", slots=8, executors=4,
+                              task_detail=task_detail)
+    tasks, stages = _job_second(rng, n_tasks, seq, templates, partitions, start_ms)
+    earlier, _ = _job_second(random.Random(seed + 1), max(n_tasks, 1), seq - 1, templates, partitions, start_ms - 1000)
+    fold = TaskFold(task_detail)
+    for e in {t["executor_id"] for t in earlier}:  # the executors' first tasks went with their first seconds
+        fold.fold([dict(earlier[0], executor_id=e, task_id=-1 - i, launch_ms=start_ms - 60_000,
+                        finish_ms=start_ms - 59_000) for i in range(WARMUP_TASKS)], [], window_ms, start_ms)
+    fold.fold(earlier, [], window_ms, start_ms)  # the second before: the vertices' previous launches
+    folded = fold.fold(tasks, stages, window_ms, start_ms + 1000)
+    # the runtime windows the fold closed at this second (and at the ones before) would go with this report
+    report.update(window_ms=window_ms, stages=stages, tasks=folded["tasks"],
+                  runtime_windows=folded["runtime_windows"], template_windows=folded["template_windows"],
+                  task_spans=folded["task_spans"])
+    return report
+
+
+def _job_second(rng: random.Random, n_tasks: int, seq: int, templates, partitions: int, start_ms: int):
+    """The finished tasks and stage runs of one second of the job (module docstring of :func:`make_report`)."""
+    per_batch = partitions * len(templates)
+    n_batches = max(1, -(-n_tasks // per_batch))
+    span = 1000 // n_batches
+    tasks, stages = [], []
+    for b in range(n_batches):
+        batch_id = seq * n_batches + b
+        for s, key in enumerate(templates):
+            stage_id = batch_id * len(templates) + s
+            sub = start_ms + b * span + s * span // (len(templates) + 1)
+            last = sub
+            n = min(partitions, n_tasks - len(tasks))
+            for p in range(n):
+                launch = sub + rng.randint(0, 20)
+                run = rng.randint(20, max(21, span // (len(templates) + 1) - 40))
+                finish = launch + run + rng.randint(0, 10)
+                last = max(last, finish)
+                tasks.append({
+                    "template_key": key, "query_id": "q1", "batch_id": batch_id, "stage_id": stage_id,
+                    "stage_attempt": 0, "task_id": stage_id * partitions + p, "partition": p, "attempt": 0,
+                    "executor_id": str(1 + p % 4), "host": "127.0.0.1", "stage_submission_ms": sub,
+                    "launch_ms": launch, "finish_ms": finish, "run_time_ms": run, "cpu_time_ns": run * 800_000,
+                    "gc_time_ms": rng.randint(0, 5), "deserialize_ms": 1, "result_serialize_ms": 0,
+                    "input_records": rng.randint(500, 1500) if s == 0 else 0, "input_bytes": rng.randint(0, 99_999),
+                    "output_records": 0, "output_bytes": 0,
+                    "shuffle_read_records": rng.randint(100, 500) if s else 0, "shuffle_read_bytes": rng.randint(0, 9999),
+                    "shuffle_fetch_wait_ms": 0, "shuffle_write_records": rng.randint(100, 500) if s == 0 else 0,
+                    "shuffle_write_bytes": rng.randint(0, 9999), "shuffle_write_time_ns": 1000,
+                    "successful": True, "speculative": False, "failure_reason": None})
+            if n:
+                stages.append({"template_key": key, "query_id": "q1", "batch_id": batch_id, "stage_id": stage_id,
+                               "attempt": 0, "num_tasks": n, "submission_ms": sub, "completion_ms": last,
+                               "failure_reason": None, "slots": 8})
+    return tasks, stages
+
+
+def _legacy_tasks(rng: random.Random, n_tasks: int, templates, partitions: int, start_ms: int) -> list[dict]:
     tasks = []
     for i in range(n_tasks):
         key = templates[i % len(templates)]
@@ -44,39 +117,7 @@ def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-
             "shuffle_write_records": rng.randint(0, 500), "shuffle_write_bytes": rng.randint(0, 10_000),
             "shuffle_write_time_ns": 1000, "successful": True, "speculative": False, "failure_reason": None,
         })
-    report = {
-        "schema_version": 1, "job": job,
-        "reporter": {"id": reporter_id or uuid.uuid4().hex, "seq": seq, "dropped_total": dropped,
-                     "orphaned_total": 0, "app_id": "local-1", "master": "local[2]", "slots": 2},
-        "templates": [{"key": k, "name": f"s{i} {k}", "ordinal": i, "operators": [k], "parents": []}
-                      for i, k in enumerate(templates)],
-        "stages": [], "tasks": tasks,
-        "batches": [{"query_id": "q1", "run_id": "r1", "name": None, "batch_id": b, "trigger_ms": start_ms + b * 1000,
-                     "batch_duration_ms": 400 + b, "durations_ms": {"triggerExecution": 400 + b},
-                     "num_input_rows": 100 * b, "input_rows_per_second": 100.0, "processed_rows_per_second": 250.0,
-                     "state_operators": [], "event_time": {}, "observed_metrics": {}} for b in range(batches)],
-    }
-    if schema_version < 3:
-        report["schema_version"] = schema_version
-        return report
-    stages = {}
-    for t in tasks:
-        s = stages.setdefault(t["stage_id"], {
-            "template_key": t["template_key"], "query_id": "q1", "batch_id": t["batch_id"], "stage_id": t["stage_id"],
-            "attempt": 0, "num_tasks": 0, "submission_ms": t["stage_submission_ms"], "completion_ms": 0,
-            "failure_reason": None, "slots": 2})
-        s["num_tasks"] += 1
-        s["completion_ms"] = max(s["completion_ms"], t["finish_ms"])
-    fold = TaskFold(task_detail)
-    # the executor's first tasks went with the reports of its first seconds
-    fold.fold([dict(tasks[0], task_id=-1 - i, launch_ms=start_ms - 60_000, finish_ms=start_ms - 59_000)
-               for i in range(WARMUP_TASKS)], [], window_ms)
-    folded = fold.fold(tasks, list(stages.values()), window_ms)
-    report.update(schema_version=SCHEMA_VERSION, window_ms=window_ms, stages=list(stages.values()),
-                  tasks=folded["tasks"], runtime_windows=folded["runtime_windows"],
-                  template_windows=folded["template_windows"], task_spans=folded["task_spans"])
-    report["reporter"]["task_detail"] = task_detail
-    return report
+    return tasks
 
 
 def gz(report: dict) -> bytes:

@@ -325,7 +325,7 @@ _PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": 
 
 
 def report_body(items: list, templates: dict[str, StageTemplate], fold: Optional[TaskFold] = None,
-                window_ms: Optional[int] = None) -> dict[str, list]:
+                window_ms: Optional[int] = None, now_ms: Optional[int] = None, final: bool = False) -> dict[str, list]:
     """The record lists of one wire report (``policies.wire.Report``), as the reporter and a replay
     send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch``, ``partition`` or ``executor``,
     records as :class:`EventTranslator` and :func:`batch_record` make them), grouped by kind in their
@@ -333,15 +333,16 @@ def report_body(items: list, templates: dict[str, StageTemplate], fold: Optional
     :attr:`EventTranslator.known_templates`), in key order.
 
     With ``fold`` (schema v3, ``policies.task_fold``) the tasks and completed stages are folded into
-    ``runtime_windows``, ``template_windows`` and ``task_spans`` of ``window_ms`` windows, executors' first tasks
-    join ``executors``, and ``tasks`` keeps the rows that travel as detail; without it (v2) every task travels."""
+    ``template_windows`` and ``task_spans`` of ``window_ms`` windows, the runtime windows that ended before
+    ``now_ms`` (epoch ms; every open one when ``final``) join as ``runtime_windows``, executors' first tasks join
+    ``executors``, and ``tasks`` keeps the rows that travel as detail; without it (v2) every task travels."""
     body: dict[str, list] = {"templates": [], "stages": [], "tasks": [], "batches": []}
     for kind, rec in items:
         body.setdefault(_PLURAL[kind], []).append(rec)
     if fold is not None:
-        if window_ms is None:
-            raise ValueError("window_ms: required to fold tasks")
-        folded = fold.fold(body["tasks"], body["stages"], window_ms)
+        if window_ms is None or now_ms is None:
+            raise ValueError("window_ms, now_ms: required to fold tasks")
+        folded = fold.fold(body["tasks"], body["stages"], window_ms, now_ms, final)
         body["tasks"] = folded["tasks"]
         for name in ("runtime_windows", "template_windows", "task_spans"):
             if folded[name]:

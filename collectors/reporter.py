@@ -426,8 +426,9 @@ class Reporter:
 
     def _build_pending(self) -> None:
         items = self._take()
+        # stopping: every runtime window still open goes with this report (policies.task_fold)
         body = report_body(items, self.translator.known_templates, self.fold if self.window_ms else None,
-                           self.window_ms)
+                           self.window_ms, int(time.time() * 1000), self._stop.is_set())
         self._seq += 1
         live = {}
         if self.live_state is not None:

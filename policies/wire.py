@@ -419,8 +419,9 @@ class MomentsRecord(_Strict):
 class RuntimeWindowRecord(_Strict):
     """v3: the tasks of one runtime vertex (template, partition) that finished in one window
     (``window_start_ms`` a multiple of the report's ``window_ms``), folded by the reporter
-    (``policies.task_fold``): ``tasks`` successful, ``failed_tasks``, sums in Spark's units (ms, ns, records,
-    bytes), moments in seconds (``service_per_record``: seconds per record)."""
+    (``policies.task_fold``) and sent once the window ended (a task folded later: a further delta):
+    ``tasks`` successful, ``failed_tasks``, sums in Spark's units (ms, ns, records, bytes), moments in seconds
+    (``service_per_record``: seconds per record)."""
 
     template_key: TemplateKey
     partition: NonNeg32
@@ -458,22 +459,54 @@ class RuntimeWindowRecord(_Strict):
 
 
 class TemplateWindowRecord(_Strict):
-    """v3: the completed stage runs of one template vertex in one window of their completion time, folded by the
-    reporter: ``stages``, the largest task count and slots, moments (seconds) of the interarrival of each stage's
+    """v3: one template vertex in one window, folded by the reporter for this report (``policies.task_fold``): its
+    tasks of the report merged over partitions (counts, sums and moments as a :class:`RuntimeWindowRecord`'s), the
+    partitions with a task in the window so far and the busiest one's run time (ms), and its stage runs completed in
+    the window: ``stages``, the largest task count and slots, moments (seconds) of the interarrival of each stage's
     task launches and of its makespan."""
 
     template_key: TemplateKey
     window_start_ms: NonNeg
-    stages: Annotated[int, Field(ge=1, le=INT64_MAX)]
-    max_num_tasks: NonNeg32
+    stages: NonNeg = 0
+    max_num_tasks: NonNeg32 = 0
     max_slots: Optional[NonNeg32] = None
-    launch_interarrival: MomentsRecord
-    makespan: MomentsRecord
+    launch_interarrival: MomentsRecord = MomentsRecord(n=0)
+    makespan: MomentsRecord = MomentsRecord(n=0)
+    tasks: NonNeg = 0
+    failed_tasks: NonNeg = 0
+    run_time_ms: NonNeg = 0
+    cpu_time_ns: NonNeg = 0
+    gc_time_ms: NonNeg = 0
+    input_records: NonNeg = 0
+    records_in: NonNeg = 0
+    input_bytes: NonNeg = 0
+    output_records: NonNeg = 0
+    output_bytes: NonNeg = 0
+    shuffle_read_records: NonNeg = 0
+    shuffle_read_bytes: NonNeg = 0
+    shuffle_write_records: NonNeg = 0
+    shuffle_write_bytes: NonNeg = 0
+    shuffle_fetch_wait_ms: NonNeg = 0
+    latency: MomentsRecord = MomentsRecord(n=0)
+    service: MomentsRecord = MomentsRecord(n=0)
+    service_per_record: MomentsRecord = MomentsRecord(n=0)
+    interarrival: MomentsRecord = MomentsRecord(n=0)
+    partitions: NonNeg32 = 0
+    max_vertex_run_time_ms: NonNeg = 0
 
     @model_validator(mode="after")
     def _consistent(self) -> "TemplateWindowRecord":
         if self.makespan.n > self.stages:
             raise ValueError(f"makespan.n: more makespans than the window's {self.stages} stages")
+        if self.service.n != self.tasks:
+            raise ValueError(f"service.n: {self.service.n} service times for {self.tasks} tasks")
+        for name in ("latency", "service_per_record", "interarrival"):
+            if getattr(self, name).n > self.tasks:
+                raise ValueError(f"{name}.n: more samples than the window's {self.tasks} tasks")
+        if self.records_in < self.input_records:
+            raise ValueError("records_in: fewer than input_records")
+        if self.tasks + self.failed_tasks > 0 and self.partitions == 0:
+            raise ValueError("partitions: a window with tasks has at least one partition")
         return self
 
 
@@ -533,18 +566,19 @@ class Report(_Strict):
         if self.tasks:
             if self.window_ms is None:
                 raise ValueError("window_ms: required with tasks in schema_version 3")
-            windows = {(w.template_key, w.partition, w.window_start_ms) for w in self.runtime_windows}
+            windows = {(w.template_key, w.window_start_ms) for w in self.template_windows
+                       if w.tasks + w.failed_tasks}
             for i, t in enumerate(self.tasks):
-                if (t.template_key, t.partition, t.finish_ms - t.finish_ms % self.window_ms) not in windows:
+                if (t.template_key, t.finish_ms - t.finish_ms % self.window_ms) not in windows:
                     raise ValueError(f"tasks.{i}: a task row of schema_version 3 is detail of a task folded in "
-                                     f"this report's runtime_windows, and none holds it")
+                                     f"this report's template_windows, and none holds it")
         return self
 
     @property
     def folded_tasks(self) -> int:
         """The tasks this report accounts for: folded in its windows (v3), else its task rows."""
         if self.schema_version >= 3:
-            return sum(w.tasks + w.failed_tasks for w in self.runtime_windows)
+            return sum(w.tasks + w.failed_tasks for w in self.template_windows)
         return len(self.tasks)
 
 

@@ -51,11 +51,11 @@ def test_the_floor_answers_every_report_and_stores_nothing():
 
 def test_the_floor_checks_the_token_and_the_body_as_serve_does():
     client = create_floor_app(hash_token("secret")).test_client()
-    good = gzip.compress(orjson.dumps(job_report("j", "r", 1, 6, 1_700_000_000_000, random.Random(0))))
+    good = gzip.compress(orjson.dumps(job_report("j", "r", 1, 6, 1_700_000_000_000, random.Random(0))))  # v3
     gz = {"Content-Encoding": "gzip"}
     r = client.post("/api/v1/reports", data=good, headers={**gz, "Authorization": "Bearer secret"})
     assert r.status_code == 200 and r.json == {"accepted": {"tasks": 6, "stages": 2, "batches": 1},
-                                               "duplicate": False, "directives": []}
+                                               "duplicate": False, "directives": [], "window_ms": 5000}
     assert client.post("/api/v1/reports", data=good, headers={**gz, "Authorization": "Bearer nope"}).status_code == 401
     assert client.post("/api/v1/reports", data=good, headers=gz).status_code == 401
     bad = client.post("/api/v1/reports", data=b"not gzip", headers={**gz, "Authorization": "Bearer secret"})

@@ -19,8 +19,8 @@ from spark_governor.aggregators import directives as repo
 from spark_governor.aggregators.ingest import ingest_report
 from spark_governor.aggregators.ingest_batch import BatchItemError, Pending, current_directives_of, ingest_reports
 from spark_governor.aggregators.models import jobs, metadata
-from spark_governor.bench.load import job_report
 from spark_governor.policies.wire import parse_report
+from tests.legacy_reports import job_report
 
 T0 = 1_764_000_000_000
 #: tables ingest does not write
@@ -362,8 +362,8 @@ def test_ingest_profile_measures_batches_and_stores_every_report(sqlite_url):
     assert "4 per transaction (ingest_reports)" in lines[0]
     engine = db.make_engine(sqlite_url)
     try:
-        with engine.connect() as conn:  # 4 warm-up + 8 profiled reports of 4 tasks
-            assert conn.execute(text("SELECT count(*) FROM tasks")).scalar() == (4 + 8) * 4
+        with engine.connect() as conn:  # 4 warm-up + 8 profiled reports of 4 tasks, folded (schema v3)
+            assert conn.execute(text("SELECT sum(tasks_total) FROM reporters")).scalar() == (4 + 8) * 4
     finally:
         engine.dispose()
     with pytest.raises(ValueError, match="--batch"):

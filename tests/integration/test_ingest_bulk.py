@@ -14,7 +14,7 @@ from spark_governor.aggregators.models import (batches, runtime_vertices, runtim
                                                template_vertices, template_windows)
 from spark_governor.policies.moments import Moments
 from spark_governor.api.app import Settings, create_app
-from spark_governor.bench.load import job_report
+from tests.legacy_reports import job_report
 
 WINDOW_MS = 5000
 T0 = 1_764_000_000_000

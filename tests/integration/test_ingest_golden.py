@@ -24,8 +24,8 @@ from sqlalchemy import select
 
 from spark_governor.aggregators.ingest import ingest_report
 from spark_governor.aggregators.models import metadata
-from spark_governor.bench.load import job_report
 from spark_governor.policies.wire import parse_report
+from tests.legacy_reports import job_report
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "ingest_golden.json"
 T0 = 1_764_000_000_000
