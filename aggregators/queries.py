@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
 from spark_governor.aggregators.models import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, batches, job_runs, jobs, reporters,
-                                runtime_vertices, runtime_windows, template_vertices, template_windows)
+                                runtime_vertices, runtime_windows, tasks, template_vertices, template_windows)
 from spark_governor.policies.moments import Moments
 from spark_governor.policies.wire import EVENT_TIME_METRIC
 
@@ -176,8 +176,10 @@ def template_stats(conn: Connection, job: str, windows: int = 12, span=None) -> 
     return out
 
 
-def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 12, span=None) -> dict:
-    """Per runtime vertex (partition) of one template: its last ``windows`` windows (within ``span``)."""
+def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 12, span=None,
+                  task_limit: int = 100) -> dict:
+    """Per runtime vertex (partition) of one template: its last ``windows`` windows (within ``span``); the job's
+    task detail and the template's latest ``task_limit`` task rows."""
     j = job_row(conn, job)
     t = _template(conn, j.id, template_key)
     starts = _recent_window_starts(conn, t.id, windows, span)
@@ -195,7 +197,36 @@ def runtime_stats(conn: Connection, job: str, template_key: str, windows: int = 
             stats.update(window_start_ms=r["window_start_ms"], window_ms=r["window_ms"])
             by_part[r["partition"]].append(stats)
     return {"key": t.key, "name": t.name,
-            "partitions": [{"partition": p, "windows": w, "latest": w[-1]} for p, w in sorted(by_part.items())]}
+            "partitions": [{"partition": p, "windows": w, "latest": w[-1]} for p, w in sorted(by_part.items())],
+            "task_detail": task_detail(j.task_detail), "task_rows": task_rows(conn, t.id, task_limit, span)}
+
+
+#: what each ``task_detail`` mode keeps as task rows (``policies.task_fold``)
+_HOLDS = {
+    None: "every task (its reporter sends whole task rows: report schema v1/v2)",
+    "none": "no task rows beyond those the cluster profile reads: each executor's first 32 tasks by launch and a "
+            "uniform sample of one task in 16",
+    "failed": "failed tasks, each executor's first 32 tasks by launch and a uniform sample of one task in 16",
+    "all": "every task",
+}
+
+
+def task_detail(mode: Optional[str]) -> dict:
+    """``{"mode", "holds"}``: what task rows are stored for a job whose reporter sends ``mode``."""
+    return {"mode": mode, "holds": _HOLDS.get(mode, _HOLDS[None])}
+
+
+_TASK_ROW_COLUMNS = ("task_id", "partition", "attempt", "stage_id", "stage_attempt", "batch_id", "executor_id",
+                     "launch_ms", "finish_ms", "run_time_ms", "input_records", "shuffle_read_records", "successful",
+                     "speculative", "failure_reason", "detail")
+
+
+def task_rows(conn: Connection, template_id: int, limit: int, span=None) -> list[dict]:
+    """The latest ``limit`` stored task rows of a template (by finish time, newest first), within ``span``."""
+    cols = [tasks.c[c] for c in _TASK_ROW_COLUMNS]
+    q = (select(*cols).where(tasks.c.template_id == template_id, *_span_conditions(tasks.c.finish_ms, span))
+         .order_by(tasks.c.finish_ms.desc()).limit(limit))
+    return [dict(r._mapping) for r in conn.execute(q)]
 
 
 def batch_stats(conn: Connection, job: str, limit: int = 100, span=None) -> dict:

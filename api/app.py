@@ -279,9 +279,10 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     @app.get("/api/v1/jobs/<job>/stages/<template>/tasks")
     def get_tasks(job: str, template: str):
         windows = _int_arg("windows", 12, 1, 1000)
+        limit = _int_arg("limit", 100, 0, 10_000)
         with engine.connect() as conn:
             span, run = _run(conn, job)
-            return jsonify(job=job, run=run, **queries.runtime_stats(conn, job, template, windows, span))
+            return jsonify(job=job, run=run, **queries.runtime_stats(conn, job, template, windows, span, limit))
 
     @app.get("/api/v1/jobs/<job>/batches")
     def get_batches(job: str):

@@ -100,8 +100,10 @@ def _paths() -> dict:
                        "partitions, and a summary",
             "parameters": [JOB, WINDOWS, RUN], "responses": _responses(s.StageList, 400, 404)}},
         "/api/v1/jobs/{job}/stages/{template}/tasks": {"get": {
-            "summary": "Runtime vertices (partitions) of one template vertex, in one run (default: the latest)",
-            "parameters": [JOB, _path_param("template", "Template key"), WINDOWS, RUN],
+            "summary": "Runtime vertices (partitions) of one template vertex, in one run (default: the latest), and "
+                       "its latest task rows with what the store holds of them (task_detail)",
+            "parameters": [JOB, _path_param("template", "Template key"), WINDOWS, RUN,
+                           _query_int("limit", "Most recent task rows", 0, 10_000, 100)],
             "responses": _responses(s.TaskStats, 400, 404)}},
         "/api/v1/jobs/{job}/batches": {"get": {
             "summary": "Recent micro-batches of one run (default: the latest) with trigger interarrival and "

@@ -173,14 +173,39 @@ class PartitionStats(_Body):
     latest: WindowStats
 
 
+class TaskDetail(_Body):
+    """What task rows the store holds for the job (issue #42): the reporter's ``task_detail`` (``none``, ``failed``,
+    ``all``; null: a reporter of whole task rows, schema v1/v2, so every task) and the same in words."""
+
+    mode: Optional[Literal["none", "failed", "all"]]
+    holds: str
+
+
+class TaskRow(_Body):
+    """A stored task row (Spark's units: ms, ns, records, bytes); ``detail`` why it travelled (``warmup``,
+    ``sample``, ``failed``, ``all``; null: a whole-task report)."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: int
+    partition: int
+    executor_id: str
+    launch_ms: int
+    finish_ms: int
+    successful: bool
+    detail: Optional[str] = None
+
+
 class TaskStats(_Body):
-    """Runtime vertices (partitions) of one template vertex."""
+    """Runtime vertices (partitions) of one template vertex (their windows are stored once a window has ended: the
+    latest one shows when it is over), and its latest stored task rows with what they are."""
 
     job: str
     run: Optional[Run]
     key: str
     name: str
     partitions: list[PartitionStats]
+    task_detail: TaskDetail
+    task_rows: list[TaskRow]
 
 
 class Batch(_Body):

@@ -5,6 +5,7 @@ import gzip
 import json
 import random
 import uuid
+from collections import OrderedDict
 
 from spark_governor.policies.task_fold import WARMUP_TASKS, TaskFold
 from spark_governor.policies.wire import SCHEMA_VERSION
@@ -13,18 +14,44 @@ from spark_governor.policies.wire import SCHEMA_VERSION
 WINDOW_MS = 5_000
 
 
+#: the fold of each reporter make_report was called for, ``(job, reporter id) → (last seq, TaskFold)`` (bounded)
+_FOLDS: "OrderedDict[tuple[str, str], tuple[int, TaskFold]]" = OrderedDict()
+MAX_FOLDS = 20_000
+
+
+def _fold_of(job: str, reporter_id: str, seq: int, task_detail: str, window_ms: int, start_ms: int) -> TaskFold:
+    """The reporter's fold as its report ``seq - 1`` left it; a new one (its executors past their warm-up) for a
+    reporter not seen, or seen at this ``seq`` or later (a test starting over)."""
+    key = (job, reporter_id)
+    known = _FOLDS.pop(key, None)
+    if known is not None and known[0] < seq and known[1].task_detail == task_detail:
+        fold = known[1]
+    else:
+        fold = TaskFold(task_detail)
+        for e in ("1", "2", "3", "4"):  # the executors' first tasks went with the reports of their first seconds
+            fold.fold([{**_WARM, "executor_id": e, "task_id": -1 - i, "launch_ms": start_ms - 600_000,
+                        "finish_ms": start_ms - 599_000} for i in range(WARMUP_TASKS)], [], window_ms, start_ms)
+            fold.open.clear()
+    _FOLDS[key] = (seq, fold)
+    while len(_FOLDS) > MAX_FOLDS:
+        _FOLDS.popitem(last=False)
+    return fold
+
+
 def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-map", "t-reduce"),
                 partitions=4, start_ms=1_700_000_000_000, seed=0, batches=0, dropped=0,
-                schema_version=SCHEMA_VERSION, task_detail="failed", window_ms=WINDOW_MS) -> dict:
+                schema_version=SCHEMA_VERSION, task_detail="failed", window_ms=WINDOW_MS, final=False) -> dict:
     """The report a reporter sends for the second from ``start_ms`` (epoch ms) of a job in which ``n_tasks`` tasks
     finished, ``batches`` micro-batches' progress with it.
 
     ``schema_version`` 3 (the default): a job of ``partitions`` partitions whose micro-batches run one stage per
     template (``n_tasks`` / (``partitions`` × templates) micro-batches in the second, their tasks on 4 executors),
     reported as a reporter that has run for a while sends it: the tasks folded at the edge (``policies.task_fold``,
-    windows of ``window_ms``; the vertices' previous launches and the executors' warm-up from the second before),
-    the rows that travel the uniform sample (and failed tasks), each stage's run. 1 or 2: the deprecated report of
-    whole task rows, in the shape the tests of that path were written for (one executor, no stage records)."""
+    windows of ``window_ms``), carrying on the fold of the same ``(job, reporter_id)``'s report ``seq - 1`` when
+    there was one (the vertices' previous launches; the runtime windows that ended go with this report), its
+    executors past their warm-up, so the rows that travel are the uniform sample (and failed tasks); each stage's
+    run. ``final``: the reporter's last report, with every runtime window still open. 1 or 2: the deprecated report
+    of whole task rows, in the shape the tests of that path were written for (one executor, no stage records)."""
     rng = random.Random(seed)
     report = {
         "schema_version": schema_version, "job": job,
@@ -46,18 +73,21 @@ def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-
     report["reporter"].update(app_id=f"app-{job}", master="spark://127.0.0.1:7077", slots=8, executors=4,
                               task_detail=task_detail)
     tasks, stages = _job_second(rng, n_tasks, seq, templates, partitions, start_ms)
-    earlier, _ = _job_second(random.Random(seed + 1), max(n_tasks, 1), seq - 1, templates, partitions, start_ms - 1000)
-    fold = TaskFold(task_detail)
-    for e in {t["executor_id"] for t in earlier}:  # the executors' first tasks went with their first seconds
-        fold.fold([dict(earlier[0], executor_id=e, task_id=-1 - i, launch_ms=start_ms - 60_000,
-                        finish_ms=start_ms - 59_000) for i in range(WARMUP_TASKS)], [], window_ms, start_ms)
-    fold.fold(earlier, [], window_ms, start_ms)  # the second before: the vertices' previous launches
-    folded = fold.fold(tasks, stages, window_ms, start_ms + 1000)
-    # the runtime windows the fold closed at this second (and at the ones before) would go with this report
+    fold = _fold_of(job, report["reporter"]["id"], seq, task_detail, window_ms, start_ms)
+    folded = fold.fold(tasks, stages, window_ms, start_ms + 1000, final)
     report.update(window_ms=window_ms, stages=stages, tasks=folded["tasks"],
                   runtime_windows=folded["runtime_windows"], template_windows=folded["template_windows"],
                   task_spans=folded["task_spans"])
     return report
+
+
+#: a task of an executor's first seconds (only its executor, ids and times matter)
+_WARM = {"template_key": "t-warm", "query_id": "q1", "batch_id": 0, "stage_id": 0, "stage_attempt": 0, "partition": 0,
+         "attempt": 0, "host": "127.0.0.1", "stage_submission_ms": None, "run_time_ms": 1, "cpu_time_ns": 0,
+         "gc_time_ms": 0, "deserialize_ms": 0, "result_serialize_ms": 0, "input_records": 0, "input_bytes": 0,
+         "output_records": 0, "output_bytes": 0, "shuffle_read_records": 0, "shuffle_read_bytes": 0,
+         "shuffle_fetch_wait_ms": 0, "shuffle_write_records": 0, "shuffle_write_bytes": 0, "shuffle_write_time_ns": 0,
+         "successful": True, "speculative": False, "failure_reason": None}
 
 
 def _job_second(rng: random.Random, n_tasks: int, seq: int, templates, partitions: int, start_ms: int):

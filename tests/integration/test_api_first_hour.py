@@ -99,7 +99,7 @@ def test_unknown_job_reads_answer_404_naming_the_job_everywhere(client):
 # -- runs ------------------------------------------------------------------------------------------
 def run_report(app_id: str, reporter: str, start_ms: int, batches: int, seq: int = 1, window_ms: int = 1000) -> dict:
     rep = make_report(job="rerun", n_tasks=16, batches=batches, start_ms=start_ms, reporter_id=reporter, seq=seq,
-                      window_ms=window_ms)
+                      window_ms=window_ms, final=True)  # each run's only report: its windows go with it
     rep["reporter"]["app_id"] = app_id
     for b in rep["batches"]:
         b["run_id"] = f"query-run-{app_id}"

@@ -171,3 +171,9 @@ def test_a_real_local_job_has_the_same_statistics_folded_or_whole(spark, control
     # the live control plane (HTTP, group commit) stored the same windows
     assert_close(statistics(control_plane.engine, "fold-local", now, 5000)["windows"], stats["windows"], "live")
     assert count(folded, tasks) < count(whole, tasks)
+    # the tasks endpoint says what the store holds of the job's tasks
+    key = stats["view"]["stages"][0]["key"]
+    answer = requests.get(f"{control_plane.url}/api/v1/jobs/fold-local/stages/{key}/tasks?limit=1000", timeout=10).json()
+    assert answer["task_detail"]["mode"] == "failed" and "sample" in answer["task_detail"]["holds"]
+    assert answer["task_rows"] and {r["detail"] for r in answer["task_rows"]} <= {"warmup", "sample", "failed"}
+    assert answer["partitions"]  # the windows of the job's last report went out when it stopped
