@@ -337,13 +337,13 @@ def build_registry(engine: Engine, window_ms: int = 5000, expiry_s: float = DEFA
     from spark_governor.api.health_metrics import HealthCollector
     from spark_governor.api.partition_metrics import PartitionCollector
 
+    from spark_governor.api.replica_metrics import LeadingReplicaOnly
+
     registry = CollectorRegistry()
-    registry.register(JobCollector(engine, expiry_s, stopped_after_s, up_horizon_s))
-    registry.register(StoreCollector(engine, expiry_s))
-    registry.register(LiveCollector(engine, expiry_s))
-    registry.register(ConstraintCollector(engine, window_ms, expiry_s))
-    registry.register(PartitionCollector(engine, expiry_s))
-    registry.register(BatchIntervalCollector(engine, expiry_s))
-    registry.register(HealthCollector(engine, window_ms, expiry_s))
-    registry.register(ClusterProfileCollector(engine, expiry_s))
+    # the jobs' series, computed from the shared database: from the leading replica only (api.replica_metrics)
+    registry.register(LeadingReplicaOnly(engine, (
+        JobCollector(engine, expiry_s, stopped_after_s, up_horizon_s), StoreCollector(engine, expiry_s),
+        LiveCollector(engine, expiry_s), ConstraintCollector(engine, window_ms, expiry_s),
+        PartitionCollector(engine, expiry_s), BatchIntervalCollector(engine, expiry_s),
+        HealthCollector(engine, window_ms, expiry_s), ClusterProfileCollector(engine, expiry_s))))
     return registry, IngestMetrics(registry)

@@ -200,6 +200,9 @@ def run_production(cfg: ProductionConfig, on_ready=None) -> None:
         cfg.settings = Settings()
     prepare_database(cfg.db_url, cfg.migrate, cfg.tokens)
     own_dir = use_worker_metrics_dir()
+    from spark_governor.api.leader import REPLICA_ENV, replica_id
+
+    os.environ.setdefault(REPLICA_ENV, replica_id())  # the master's: its workers are one replica (api.leader)
 
     def child_exit(_server, worker) -> None:
         from prometheus_client import multiprocess

@@ -44,7 +44,7 @@ def test_compose_services_ports_and_healthchecks(compose):
     assert set(services) == {"control-plane", "postgres", "prometheus", "grafana"}
     for name, s in services.items():
         for port in s.get("ports", []):
-            assert re.fullmatch(r"127\.0\.0\.1:\d+:\d+", port), f"{name}: publish {port!r} on 127.0.0.1 only"
+            assert re.fullmatch(r"127\.0\.0\.1:\d+(-\d+)?:\d+", port), f"{name}: publish {port!r} on 127.0.0.1 only"
         assert "healthcheck" in s, name
     cp = services["control-plane"]
     assert cp["build"] == {"context": "../..", "dockerfile": "deploy/docker/Dockerfile"}
@@ -53,12 +53,15 @@ def test_compose_services_ports_and_healthchecks(compose):
     assert "/usr/local/lib/spark-governor-healthcheck.py" in cp["healthcheck"]["test"]
     db = cp["environment"]["SPARK_GOVERNOR_DB"]
     assert db.startswith("postgresql+psycopg://") and "@postgres:5432/" in db
-    assert cp["ports"] == [f"127.0.0.1:8787:{cp['environment']['SPARK_GOVERNOR_PORT']}"]
-    # Prometheus scrapes the control plane by service name and container port
+    # scalable (docker compose up --scale control-plane=N): a range of host ports, none fixed to one container
+    assert cp["ports"] == [f"127.0.0.1:8787-8790:{cp['environment']['SPARK_GOVERNOR_PORT']}"]
+    assert "container_name" not in cp
+    # Prometheus scrapes every replica by the service's DNS name and the container port
     prom_mounts = mounts(services["prometheus"])
     prom = yaml.safe_load(prom_mounts["/etc/prometheus/prometheus.yml"].read_text())
-    targets = [t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
-    assert targets == ["control-plane:8787"]
+    sds = [sd for job in prom["scrape_configs"] for sd in job["dns_sd_configs"]]
+    assert sds == [{"names": ["control-plane"], "type": "A", "port": int(cp["environment"]["SPARK_GOVERNOR_PORT"]),
+                    "refresh_interval": "15s"}]
     assert prom["scrape_configs"][0].get("metrics_path", "/metrics") == "/metrics"
     for name, s in services.items():
         for container, host in mounts(s).items():

@@ -48,9 +48,14 @@ def test_every_dashboard_is_a_sidecar_configmap_equal_to_its_json(rendered):
 
 def test_control_plane_deployment_service_secrets_and_servicemonitor(rendered):
     kinds = sorted({d["kind"] for d in rendered})
-    assert kinds == ["ConfigMap", "Deployment", "Namespace", "Secret", "Service", "ServiceMonitor"]
+    assert kinds == ["ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Secret", "Service",
+                     "ServiceMonitor"]
     assert all(d["metadata"].get("namespace") == "spark-governor" for d in rendered if d["kind"] != "Namespace")
     [dep] = by_kind(rendered, "Deployment")
+    [pdb] = by_kind(rendered, "PodDisruptionBudget")
+    # two replicas, one kept through voluntary disruptions (docs/deployment.md#replicas)
+    assert dep["spec"]["replicas"] == 2 and pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
     pod = dep["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     [main] = pod["containers"]
