@@ -27,6 +27,9 @@ SAMPLE = Path(__file__).parent.parent / "data" / "spark_events_sample.jsonl.gz"
 LOCAL = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.enabled=false"]
 
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
 @pytest.fixture(scope="module")
 def jar():
     return listener_jar(require)
@@ -114,6 +117,45 @@ def test_jar_translates_events_exactly_as_the_python_reporter(jar, tmp_path):
                      "parents": list(v.parents)} for k, v in t.known_templates.items()}
     assert tail["templates"] == templates
     assert tail["orphaned"] == t.orphaned == 1 and tail["slots"] == t.slots == 3
+
+
+@pytest.mark.parametrize("log,detail", [("spark_events_sample.jsonl.gz", "failed"), ("replay_template.jsonl.gz", "none"),
+                                        ("replay_template.jsonl.gz", "all")])
+def test_jar_folds_tasks_exactly_as_the_python_reporter(jar, tmp_path, log, detail):
+    """Issue #42: the jar's edge fold (io.sparkgovernor.TaskFold) gives the records of policies/task_fold.py on the
+    same events cut into the same reports (real Spark event logs; a report every 40 events, now = the latest
+    event's time, the last one final), to 1e-9."""
+    from spark_governor.policies.task_fold import TaskFold
+    from tests.edge_fold_support import assert_close
+
+    lines = [json.loads(x) for x in gzip.decompress((DATA / log).read_bytes()).decode().splitlines() if x.strip()]
+    events, now, t, fold = [], 0, EventTranslator(), TaskFold(detail)
+    expected, tasks, stages = [], [], []
+
+    def cut(final=False):
+        events.append({"Event": "fold", "window_ms": 2000, "now_ms": now, "final": final, "task_detail": detail})
+        expected.append(fold.fold(tasks, stages, 2000, now, final))
+        tasks.clear()
+        stages.clear()
+
+    for k, e in enumerate(lines):
+        events.append(e)
+        now = max(now, *(v for v in (e.get("Timestamp"), e.get("Submission Time"), e.get("Completion Time"),
+                                     (e.get("Task Info") or {}).get("Finish Time")) if isinstance(v, int)), 0)
+        for kind, rec in t.handle(e):
+            (tasks if kind == "task" else stages if kind == "stage" else []).append(rec)
+        if k % 40 == 39:
+            cut()
+    cut(final=True)
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    out = subprocess.run(["java", "-cp", f"{jar}:{spark_home() / 'jars'}/*", "io.sparkgovernor.Replay", str(path)],
+                         capture_output=True, text=True, timeout=120, env=env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    folded = [json.loads(x)["record"] for x in out.stdout.splitlines() if '"kind":"folded"' in x]
+    assert len(folded) == len(expected)
+    assert sum(len(f["template_windows"]) for f in expected) > 0 and any(f["runtime_windows"] for f in expected)
+    assert_close(folded, expected, "folded")
 
 
 def _retitled(jar: Path, out: Path, spark: str, scala: str) -> Path:

@@ -59,6 +59,10 @@ import scala.Option;
  *       (connection refused, timeout, 5xx) is retried unchanged (same seq: idempotent ingest) at most
  *       {@code spark.governor.maxRetries} times with exponential backoff, then dropped and its records
  *       counted in {@code dropped_total}. A report refused with 4xx is discarded and counted.</li>
+ *   <li>Finished tasks are folded here ({@link TaskFold}, report schema v3) into windows of the control plane's
+ *       length ({@code spark.governor.windowMs}, else the {@code window_ms} of its first answer: tasks wait for
+ *       it); task rows travel as {@code spark.governor.taskDetail} says (none, failed, all), plus the cluster
+ *       profile's warm-up rows and sample.</li>
  *   <li>Each report also carries the state of every streaming query between its micro-batches
  *       ({@link QueryStates}: running batch and its age, trigger interval, liveness, source offsets and backlog;
  *       report schema v2), at least every {@code spark.governor.stateInterval} while a query is known.</li>
@@ -67,7 +71,7 @@ import scala.Option;
  * </ul>
  */
 final class Agent {
-    static final int SCHEMA_VERSION = 2;
+    static final int SCHEMA_VERSION = 3;
     static final List<String> KNOBS = Arrays.asList("executors", "batch_interval", "partition_plan", "exchanges");
     static final Map<String, String> UNSUPPORTED = new LinkedHashMap<>();
 
@@ -101,6 +105,8 @@ final class Agent {
     private final boolean applyExecutors;
     private final int taskCpus;
     final String version;
+    private final TaskFold fold;
+    private volatile Long windowMs;  // the control plane's statistics window (ms); null until known
 
     // -- state -----------------------------------------------------------------------------------
     final String id = UUID.randomUUID().toString().replace("-", "");
@@ -231,6 +237,13 @@ final class Agent {
         maxQueue = Math.max(1, conf.getInt("spark.governor.maxQueue", 20000));
         applyExecutors = conf.getBoolean("spark.governor.applyExecutors", true);
         taskCpus = Math.max(1, conf.getInt("spark.task.cpus", 1));
+        fold = new TaskFold(conf.get("spark.governor.taskDetail", "failed"));
+        long window = conf.getLong("spark.governor.windowMs", 0);
+        if (window != 0 && (window < 100 || window > 3_600_000)) {
+            throw new IllegalArgumentException("spark.governor.windowMs: expected milliseconds in [100, 3600000] (got "
+                    + window + ")");
+        }
+        windowMs = window == 0 ? null : window;
         version = VersionCheck.attribute("Implementation-Version", "unknown");
         raw = new ArrayBlockingQueue<>(maxQueue);
         translator = new Translator(null, taskCpus);
@@ -443,7 +456,8 @@ final class Agent {
             while (!raw.isEmpty()) {
                 drain(10_000);
             }
-            if (pending == null && outbox.isEmpty() && acks.isEmpty() && !(states && queryStates.active())) {
+            if (pending == null && outbox.isEmpty() && acks.isEmpty() && !(states && queryStates.active())
+                    && !fold.hasOpen()) {
                 return;
             }
             states = false;
@@ -519,18 +533,41 @@ final class Agent {
 
     private void buildPending() throws Exception {
         int n = Math.min(maxBatch, outbox.size());
-        List<Object> stages = new ArrayList<>();
-        List<Object> tasks = new ArrayList<>();
+        List<Map<String, Object>> stages = new ArrayList<>();
+        List<Map<String, Object>> tasks = new ArrayList<>();
         List<Object> batches = new ArrayList<>();
         List<Object> executorEvents = new ArrayList<>();
-        TreeSet<String> keys = new TreeSet<>();
+        List<Translator.Record> held = new ArrayList<>();  // tasks and stages wait for the window length
+        Long window = windowMs;
         for (int i = 0; i < n; i++) {
             Translator.Record r = outbox.pollFirst();
-            ("stage".equals(r.kind) ? stages : "task".equals(r.kind) ? tasks
-                : "executor".equals(r.kind) ? executorEvents : batches).add(r.body);
-            Object key = r.body.get("template_key");
-            if (key instanceof String) {
-                keys.add((String) key);
+            if (window == null && ("stage".equals(r.kind) || "task".equals(r.kind))) {
+                held.add(r);
+            } else if ("stage".equals(r.kind)) {
+                stages.add(r.body);
+            } else if ("task".equals(r.kind)) {
+                tasks.add(r.body);
+            } else {
+                ("executor".equals(r.kind) ? executorEvents : batches).add(r.body);
+            }
+        }
+        for (int i = held.size() - 1; i >= 0; i--) {
+            outbox.addFirst(held.get(i));
+        }
+        Map<String, List<Object>> folded = null;
+        if (window != null) {
+            folded = fold.fold(tasks, stages, window, System.currentTimeMillis(), stopping);
+            executorEvents.addAll(folded.get("executors"));
+        }
+        TreeSet<String> keys = new TreeSet<>();
+        for (Object rec : stages) {
+            keys.add((String) ((Map<?, ?>) rec).get("template_key"));
+        }
+        if (folded != null) {
+            for (String part : new String[] {"tasks", "runtime_windows", "template_windows"}) {
+                for (Object rec : folded.get(part)) {
+                    keys.add((String) ((Map<?, ?>) rec).get("template_key"));
+                }
             }
         }
         List<Object> templates = new ArrayList<>();
@@ -597,15 +634,22 @@ final class Agent {
         reporter.put("applied", sentAcks);
         reporter.put("knob_state", new LinkedHashMap<>());
         reporter.put("attachment", attachment);
+        reporter.put("task_detail", fold.taskDetail);
         Map<String, Object> report = new LinkedHashMap<>();
         report.put("schema_version", SCHEMA_VERSION);
         report.put("job", job);
         report.put("reporter", reporter);
         report.put("templates", templates);
         report.put("stages", stages);
-        report.put("tasks", tasks);
+        report.put("tasks", folded == null ? new ArrayList<>() : folded.get("tasks"));
         report.put("batches", batches);
         report.put("executors", executorEvents);
+        if (folded != null) {
+            report.put("window_ms", window);
+            report.put("runtime_windows", folded.get("runtime_windows"));
+            report.put("template_windows", folded.get("template_windows"));
+            report.put("task_spans", folded.get("task_spans"));
+        }
         List<Map<String, Object>> states = queryStates.snapshot(System.currentTimeMillis());
         if (!states.isEmpty()) {
             report.put("queries", states);
@@ -614,7 +658,7 @@ final class Agent {
         try (GZIPOutputStream gz = new GZIPOutputStream(buf)) {
             mapper.writeValue(gz, report);
         }
-        pending = new Pending(seq, buf.toByteArray(), n, sentAcks);
+        pending = new Pending(seq, buf.toByteArray(), n - held.size(), sentAcks);
     }
 
     /** One POST of the pending report (built if needed) within ``deadlineMs``; false when it failed. */
@@ -661,6 +705,7 @@ final class Agent {
             LOG.info("spark-governor: control plane at {} reachable again", endpoint);
         }
         String text = new String(resp.body(), java.nio.charset.StandardCharsets.UTF_8);
+        learnWindow(text);
         if (resp.statusCode() >= 400) {
             rejected++;
             lastError = "rejected: HTTP " + resp.statusCode() + " " + (text.length() > 300 ? text.substring(0, 300) : text);
@@ -681,6 +726,19 @@ final class Agent {
             lastError = "directives: " + e;
         }
         return true;
+    }
+
+    /** The control plane's window length from an answer ({@code window_ms}; also in the 400 refusing another). */
+    private void learnWindow(String text) {
+        try {
+            JsonNode body = mapper.readTree(text);
+            JsonNode w = body == null ? null : body.get("window_ms");
+            if (w != null && w.canConvertToLong() && w.asLong() >= 100 && w.asLong() <= 3_600_000) {
+                windowMs = w.asLong();
+            }
+        } catch (Exception ignored) {
+            // not JSON: nothing to learn
+        }
     }
 
     private boolean failed(String why) {

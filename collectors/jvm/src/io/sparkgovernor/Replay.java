@@ -34,6 +34,10 @@ import org.apache.spark.util.JsonProtocol;
  * id, run_id, name, trigger, message, isDataAvailable, isTriggerActive) and {@code {"Event": "snapshot",
  * "now_ms": N}}, which prints {@code {"kind": "queries", "record": [...]}}: the QueryStateRecords of
  * {@code collectors/query_state.py} on the same sequence.
+ *
+ * <p>And the edge fold ({@link TaskFold}): {@code {"Event": "fold", "window_ms": N, "now_ms": N, "final": B,
+ * "task_detail": "failed"}} folds the tasks and stages translated since the previous fold and prints
+ * {@code {"kind": "folded", "record": {...}}}: the records of {@code policies/task_fold.py} on the same reports.
  */
 public final class Replay {
     private Replay() {
@@ -43,6 +47,9 @@ public final class Replay {
         ObjectMapper mapper = new ObjectMapper();
         Translator translator = new Translator(null, 1);
         QueryStates states = new QueryStates(mapper);
+        TaskFold fold = null;
+        List<Map<String, Object>> tasks = new ArrayList<>();
+        List<Map<String, Object>> stages = new ArrayList<>();
         PrintStream out = new PrintStream(System.out, false, "UTF-8");
         InputStream in = new FileInputStream(args[0]);
         if (args[0].endsWith(".gz")) {
@@ -75,6 +82,19 @@ public final class Replay {
                     states.onStatus(polls, node.path("now_ms").asLong());
                     continue;
                 }
+                if ("fold".equals(kind)) {
+                    if (fold == null) {
+                        fold = new TaskFold(node.path("task_detail").asText("failed"));
+                    }
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("kind", "folded");
+                    m.put("record", fold.fold(tasks, stages, node.path("window_ms").asLong(),
+                            node.path("now_ms").asLong(), node.path("final").asBoolean()));
+                    out.println(mapper.writeValueAsString(m));
+                    tasks = new ArrayList<>();
+                    stages = new ArrayList<>();
+                    continue;
+                }
                 if ("snapshot".equals(kind)) {
                     Map<String, Object> m = new LinkedHashMap<>();
                     m.put("kind", "queries");
@@ -92,6 +112,11 @@ public final class Replay {
                 }
                 for (Translator.Record r : translator.handle(event)) {
                     print(out, mapper, r.kind, r.body);
+                    if ("task".equals(r.kind)) {
+                        tasks.add(r.body);
+                    } else if ("stage".equals(r.kind)) {
+                        stages.add(r.body);
+                    }
                 }
             }
         }
