@@ -45,6 +45,7 @@ class LoadResult:
     db: str
     workers: int
     tasks: int
+    replicas: int = 1
     offered: int = 0
     answered: int = 0
     accepted: int = 0
@@ -244,10 +245,12 @@ def _stored_reports(db_url: str, prefix: str) -> int:
 def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: int = 8, tasks: int = 40,
              policy_share: float = 0.2, senders: int = 0, evaluation_s: float = 10.0,
              linger_ms: Optional[float] = None, log_path: Optional[str] = None, floor: bool = False,
-             out=print) -> LoadResult:
+             replicas: int = 1, out=print) -> LoadResult:
     """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``.
     ``floor``: instead of ``serve``, the no-storage floor (``api.load_floor``: token, gunzip and validation
-    of each report on the same gunicorn workers, nothing stored, no policy; ``db_url`` unused)."""
+    of each report on the same gunicorn workers, nothing stored, no policy; ``db_url`` unused). ``replicas``:
+    that many ``serve`` processes (each of ``workers`` workers) on the same database, each job's reports sent
+    to one of them (issue #42); the server CPU is theirs summed."""
     import requests
 
     from spark_governor.api.processes import free_port, stop_process, wait_healthy
@@ -256,31 +259,42 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
 
     if not floor and not db_url.startswith("sqlite"):
         upgrade(db_url)
-    port = free_port()
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    if floor:
-        from spark_governor.api.auth import hash_token
-        from spark_governor.api.load_floor import TOKEN_ENV
-        from spark_governor.api.server import ProductionConfig
+    ports = [free_port() for _ in range(replicas)]
+    commands = []
+    for port in ports:
+        if floor:
+            from spark_governor.api.auth import hash_token
+            from spark_governor.api.load_floor import TOKEN_ENV
+            from spark_governor.api.server import ProductionConfig
 
-        prod = ProductionConfig()  # serve's keep-alive, timeout and backlog: the same connection reuse
-        command = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-                   "--worker-class", "gthread", "--threads", str(threads), "--log-level", "warning",
-                   "--keep-alive", str(int(prod.keepalive_s)), "--timeout", str(int(prod.timeout_s)),
-                   "--backlog", str(prod.backlog), "spark_governor.api.load_floor:create_floor_app()"]
-        env[TOKEN_ENV] = hash_token(TOKEN)
-    else:
-        command = [sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port", str(port),
-                   "--db", db_url, "--workers", str(workers), "--threads", str(threads),
-                   "--evaluation-seconds", str(evaluation_s), "--token", f"bench:report={TOKEN}",
-                   "--token", f"admin={ADMIN}", *(["--batch-linger-ms", str(linger_ms)] if linger_ms is not None else [])]
-    proc = subprocess.Popen(command, stdout=log, stderr=log, env=env)
+            prod = ProductionConfig()  # serve's keep-alive, timeout and backlog: the same connection reuse
+            commands.append([sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers",
+                             str(workers), "--worker-class", "gthread", "--threads", str(threads), "--log-level",
+                             "warning", "--keep-alive", str(int(prod.keepalive_s)), "--timeout",
+                             str(int(prod.timeout_s)), "--backlog", str(prod.backlog),
+                             "spark_governor.api.load_floor:create_floor_app()"])
+            env[TOKEN_ENV] = hash_token(TOKEN)
+        else:
+            commands.append([sys.executable, "-m", "spark_governor", "serve", "--host", "127.0.0.1", "--port",
+                             str(port), "--db", db_url, "--workers", str(workers), "--threads", str(threads),
+                             "--evaluation-seconds", str(evaluation_s), "--token", f"bench:report={TOKEN}",
+                             "--token", f"admin={ADMIN}",
+                             *(["--batch-linger-ms", str(linger_ms)] if linger_ms is not None else [])])
+    procs = []
+    for k, command in enumerate(commands):
+        procs.append(subprocess.Popen(command, stdout=log, stderr=log, env=env))
+        if k == 0 and not floor:  # the first one migrates a SQLite file before the others start
+            wait_healthy(f"http://127.0.0.1:{ports[0]}", 90, proc=procs[0])
+    proc, port = procs[0], ports[0]
     url = f"http://127.0.0.1:{port}"
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
     result = LoadResult(jobs=jobs, seconds=seconds, db="floor" if floor else db_url.split("://")[0], workers=workers,
-                        tasks=tasks, evaluation_interval_s=evaluation_s)
+                        tasks=tasks, evaluation_interval_s=evaluation_s, replicas=replicas)
     try:
-        wait_healthy(url, 90, proc=proc)
+        for u, p in zip(urls, procs):
+            wait_healthy(u, 90, proc=p)
         run = f"load{int(time.time()) % 100000}-"
         names = [f"{run}{i:05d}" for i in range(jobs)]
         # one warm-up report per job registers the jobs (not measured), then the policies
@@ -292,22 +306,25 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
                 "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"}).raise_for_status()
         configured = 0 if floor else _configure_policies(url, names, policy_share)
         out(f"bench load: {jobs} jobs ({configured} with a policy), {tasks} tasks per report, {seconds:g} s, "
-            f"{'the no-storage floor' if floor else result.db}, {workers} workers x {threads} threads")
+            f"{'the no-storage floor' if floor else result.db}, {replicas} replica{'s' if replicas > 1 else ''} x "
+            f"{workers} workers x {threads} threads")
         answers: list = []
         lock = threading.Lock()
         n_senders = senders or min(128, max(8, jobs // 4))
         # each job's reports go through one sender, in order, as a real reporter sends them (a report
         # overtaken by the job's next one would be answered as a duplicate and not stored)
         works: list[queue.Queue] = [queue.Queue() for _ in range(n_senders)]
-        threads_ = [threading.Thread(target=_sender, args=("127.0.0.1", port, work, answers, lock, result.errors),
-                                     daemon=True) for work in works]
+        # sender k (and so its jobs) to replica k mod replicas
+        threads_ = [threading.Thread(target=_sender, args=("127.0.0.1", ports[k % replicas], work, answers, lock,
+                                                           result.errors), daemon=True)
+                    for k, work in enumerate(works)]
         for t in threads_:
             t.start()
         result.loadavg_before = os.getloadavg()
         postmaster = None if floor else _postmaster_pid(db_url)
-        cpu0 = _cpu_seconds(proc.pid)
+        cpu0 = sum(_cpu_seconds(p.pid) for p in procs)
         db_cpu0 = _cpu_seconds(postmaster) if postmaster else None
-        metrics0 = None if floor else _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+        metrics0 = None if floor else _replicas_figures(urls, evaluation_s)
         self_cpu0 = _self_cpu_seconds()
         start = time.monotonic()
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
@@ -328,13 +345,13 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         for t in threads_:
             t.join(120)
         result.elapsed_s = time.monotonic() - start
-        result.server_cpu_s = _cpu_seconds(proc.pid) - cpu0
+        result.server_cpu_s = sum(_cpu_seconds(p.pid) for p in procs) - cpu0
         result.generator_cpu_s = _self_cpu_seconds() - self_cpu0
         if postmaster and db_cpu0 is not None:
             result.database_cpu_s = _cpu_seconds(postmaster) - db_cpu0
         result.loadavg_after = os.getloadavg()
         if metrics0 is not None:
-            metrics1 = _server_figures(requests.get(url + "/metrics", timeout=30).text, evaluation_s)
+            metrics1 = _replicas_figures(urls, evaluation_s)
             runs, total = metrics1[0] - metrics0[0], metrics1[1] - metrics0[1]
             result.evaluation_runs = runs
             result.evaluation_run_mean_s = total / runs if runs else None
@@ -353,8 +370,17 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
             result.p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         result.stored = 0 if floor else _stored_reports(db_url, run) - jobs  # minus the warm-up reports
     finally:
-        stop_process(proc, 30)
+        for p in procs:
+            stop_process(p, 30)
     return result
+
+
+def _replicas_figures(urls: list[str], interval_s: float) -> tuple:
+    """:func:`_server_figures` of every replica, summed (only the leading one runs evaluations)."""
+    import requests
+
+    figures = [_server_figures(requests.get(u + "/metrics", timeout=30).text, interval_s) for u in urls]
+    return tuple(sum(f[k] for f in figures) for k in range(len(figures[0])))
 
 
 def format_result(r: LoadResult) -> str:

@@ -625,10 +625,12 @@ def bench_warmup(reps: int, workdir, out: str) -> None:
               help="Share of the jobs with a (dry-run) policy configured.")
 @click.option("--linger-ms", default=None, type=click.FloatRange(0, 1000),
               help="serve --batch-linger-ms (default: serve's own).")
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 16),
+              help="serve processes on the same database, each job's reports to one of them.")
 @click.option("--log", "log_path", default=None, type=click.Path(dir_okay=False), help="serve's log file.")
 @click.option("--out", default="bench-results/load.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_load(jobs: int, seconds: int, db_url, floor: bool, workers: int, threads: int, tasks: int,
-               policy_share: float, linger_ms, log_path, out: str) -> None:
+               policy_share: float, linger_ms, replicas: int, log_path, out: str) -> None:
     """Simulated reporters against `serve` on 127.0.0.1: offered vs achieved, stored, p50/p99, CPU per report."""
     from spark_governor.bench.load import format_result, run_load
 
@@ -638,6 +640,6 @@ def bench_load(jobs: int, seconds: int, db_url, floor: bool, workers: int, threa
         raise click.BadParameter("--floor stores nothing: leave --db out", param_hint="--db")
     result = run_load(jobs, seconds, db_url or "", workers=workers, threads=threads, tasks=tasks,
                       policy_share=policy_share, linger_ms=linger_ms, log_path=log_path, floor=floor,
-                      out=lambda m: click.echo(m, err=True))
+                      replicas=replicas, out=lambda m: click.echo(m, err=True))
     write_json(result.as_dict(), out, indent=2)
     click.echo(format_result(result))

@@ -37,6 +37,18 @@ def test_bench_load_offers_accepts_and_stores_every_report(sqlite_url):
     assert "0 answered as duplicates" in text and "ms per report" in text
 
 
+@pytest.mark.postgres
+def test_bench_load_against_two_replicas_on_one_postgres(fresh_postgres_db):
+    """``bench load --replicas 2``: two serve processes on one PostgreSQL, each job's reports to one of them;
+    every report stored once, the evaluations run by one replica only, the CPU of both counted."""
+    lines: list[str] = []
+    r = run_load(jobs=8, seconds=3, db_url=fresh_postgres_db, workers=1, threads=4, tasks=10, policy_share=0.5,
+                 evaluation_s=1.0, replicas=2, senders=8, out=lines.append)
+    assert "2 replicas x 1 workers" in lines[0] and r.replicas == 2
+    assert r.offered == r.answered == r.accepted == r.stored == 24 and r.errors == {}
+    assert r.evaluation_runs >= 1 and r.server_cpu_s > 0 and r.database_cpu_s > 0
+
+
 def test_the_floor_answers_every_report_and_stores_nothing():
     """``bench load --floor``: the same load against the no-storage floor (api.load_floor) on gunicorn; every
     report is answered 200 and counted, nothing is stored, and its CPU per report is measured."""
