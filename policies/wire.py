@@ -416,62 +416,11 @@ class MomentsRecord(_Strict):
         return self
 
 
-class RuntimeWindowRecord(_Strict):
-    """v3: the tasks of one runtime vertex (template, partition) that finished in one window
-    (``window_start_ms`` a multiple of the report's ``window_ms``), folded by the reporter
-    (``policies.task_fold``) and sent once the window ended (a task folded later: a further delta):
-    ``tasks`` successful, ``failed_tasks``, sums in Spark's units (ms, ns, records, bytes), moments in seconds
-    (``service_per_record``: seconds per record)."""
+class _WindowTasks(_Strict):
+    """The tasks of a window (a runtime vertex's, or a template's merged over its partitions): ``tasks`` successful,
+    ``failed_tasks``, sums in Spark's units (ms, ns, records, bytes), moments in seconds (``service_per_record``:
+    seconds per record)."""
 
-    template_key: TemplateKey
-    partition: NonNeg32
-    window_start_ms: NonNeg
-    tasks: NonNeg
-    failed_tasks: NonNeg = 0
-    run_time_ms: NonNeg = 0
-    cpu_time_ns: NonNeg = 0
-    gc_time_ms: NonNeg = 0
-    input_records: NonNeg = 0
-    records_in: NonNeg = 0
-    input_bytes: NonNeg = 0
-    output_records: NonNeg = 0
-    output_bytes: NonNeg = 0
-    shuffle_read_records: NonNeg = 0
-    shuffle_read_bytes: NonNeg = 0
-    shuffle_write_records: NonNeg = 0
-    shuffle_write_bytes: NonNeg = 0
-    shuffle_fetch_wait_ms: NonNeg = 0
-    latency: MomentsRecord
-    service: MomentsRecord
-    service_per_record: MomentsRecord
-    interarrival: MomentsRecord
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "RuntimeWindowRecord":
-        if self.service.n != self.tasks:
-            raise ValueError(f"service.n: {self.service.n} service times for {self.tasks} tasks")
-        for name in ("latency", "service_per_record", "interarrival"):
-            if getattr(self, name).n > self.tasks:
-                raise ValueError(f"{name}.n: more samples than the window's {self.tasks} tasks")
-        if self.records_in < self.input_records:
-            raise ValueError("records_in: fewer than input_records")
-        return self
-
-
-class TemplateWindowRecord(_Strict):
-    """v3: one template vertex in one window, folded by the reporter for this report (``policies.task_fold``): its
-    tasks of the report merged over partitions (counts, sums and moments as a :class:`RuntimeWindowRecord`'s), the
-    partitions with a task in the window so far and the busiest one's run time (ms), and its stage runs completed in
-    the window: ``stages``, the largest task count and slots, moments (seconds) of the interarrival of each stage's
-    task launches and of its makespan."""
-
-    template_key: TemplateKey
-    window_start_ms: NonNeg
-    stages: NonNeg = 0
-    max_num_tasks: NonNeg32 = 0
-    max_slots: Optional[NonNeg32] = None
-    launch_interarrival: MomentsRecord = MomentsRecord(n=0)
-    makespan: MomentsRecord = MomentsRecord(n=0)
     tasks: NonNeg = 0
     failed_tasks: NonNeg = 0
     run_time_ms: NonNeg = 0
@@ -491,13 +440,9 @@ class TemplateWindowRecord(_Strict):
     service: MomentsRecord = MomentsRecord(n=0)
     service_per_record: MomentsRecord = MomentsRecord(n=0)
     interarrival: MomentsRecord = MomentsRecord(n=0)
-    partitions: NonNeg32 = 0
-    max_vertex_run_time_ms: NonNeg = 0
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TemplateWindowRecord":
-        if self.makespan.n > self.stages:
-            raise ValueError(f"makespan.n: more makespans than the window's {self.stages} stages")
+    def _tasks_consistent(self) -> "_WindowTasks":
         if self.service.n != self.tasks:
             raise ValueError(f"service.n: {self.service.n} service times for {self.tasks} tasks")
         for name in ("latency", "service_per_record", "interarrival"):
@@ -505,6 +450,39 @@ class TemplateWindowRecord(_Strict):
                 raise ValueError(f"{name}.n: more samples than the window's {self.tasks} tasks")
         if self.records_in < self.input_records:
             raise ValueError("records_in: fewer than input_records")
+        return self
+
+
+class RuntimeWindowRecord(_WindowTasks):
+    """v3: the tasks of one runtime vertex (template, partition) that finished in one window
+    (``window_start_ms`` a multiple of the report's ``window_ms``), folded by the reporter
+    (``policies.task_fold``) and sent once the window ended (a task folded later: a further delta)."""
+
+    template_key: TemplateKey
+    partition: NonNeg32
+    window_start_ms: NonNeg
+
+
+class TemplateWindowRecord(_WindowTasks):
+    """v3: one template vertex in one window, folded by the reporter for this report (``policies.task_fold``): its
+    tasks of the report merged over partitions, the partitions with a task in the window so far and the busiest
+    one's run time (ms), and its stage runs completed in the window: ``stages``, the largest task count and slots,
+    moments (seconds) of the interarrival of each stage's task launches and of its makespan."""
+
+    template_key: TemplateKey
+    window_start_ms: NonNeg
+    stages: NonNeg = 0
+    max_num_tasks: NonNeg32 = 0
+    max_slots: Optional[NonNeg32] = None
+    launch_interarrival: MomentsRecord = MomentsRecord(n=0)
+    makespan: MomentsRecord = MomentsRecord(n=0)
+    partitions: NonNeg32 = 0
+    max_vertex_run_time_ms: NonNeg = 0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TemplateWindowRecord":
+        if self.makespan.n > self.stages:
+            raise ValueError(f"makespan.n: more makespans than the window's {self.stages} stages")
         if self.tasks + self.failed_tasks > 0 and self.partitions == 0:
             raise ValueError("partitions: a window with tasks has at least one partition")
         return self
