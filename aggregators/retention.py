@@ -12,13 +12,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators.models import (batches, partition_stats, query_states, runtime_windows, stage_runs,
-                                               tasks, template_windows)
+                                               task_spans, tasks, template_windows)
 
 #: (table, timestamp column in epoch ms)
 _AGED = ((tasks, tasks.c.finish_ms), (runtime_windows, runtime_windows.c.window_start_ms),
          (template_windows, template_windows.c.window_start_ms), (stage_runs, stage_runs.c.completion_ms),
          (batches, batches.c.trigger_ms), (partition_stats, partition_stats.c.received_ms),
-         (query_states, query_states.c.observed_ms))
+         (query_states, query_states.c.observed_ms), (task_spans, task_spans.c.last_finish_ms))
 
 
 def purge_older_than(engine: Engine, horizon_s: float, now_ms: int | None = None, chunk: int = 5000) -> dict[str, int]:

@@ -177,3 +177,16 @@ def test_a_real_local_job_has_the_same_statistics_folded_or_whole(spark, control
     assert answer["task_detail"]["mode"] == "failed" and "sample" in answer["task_detail"]["holds"]
     assert answer["task_rows"] and {r["detail"] for r in answer["task_rows"]} <= {"warmup", "sample", "failed"}
     assert answer["partitions"]  # the windows of the job's last report went out when it stopped
+
+
+def test_retention_purges_the_folded_statistics(tmp_path):
+    from spark_governor.aggregators.models import task_spans, template_windows
+    from spark_governor.aggregators.retention import purge_older_than
+
+    engine = fresh(tmp_path, "folded")
+    _v2, v3 = _report_pair()
+    ingest_all(engine, [(v3, 1_700_000_100_000)], 5000)
+    assert count(engine, task_spans) and count(engine, template_windows) and count(engine, runtime_windows)
+    deleted = purge_older_than(engine, horizon_s=60, now_ms=1_700_000_000_000 + 3_600_000)
+    assert deleted["task_spans"] > 0 and deleted["template_windows"] > 0 and deleted["runtime_windows"] > 0
+    assert count(engine, task_spans) == count(engine, template_windows) == count(engine, runtime_windows) == 0
