@@ -52,7 +52,7 @@ from spark_governor.aggregators.partitions import store_partition_stats
 from spark_governor.aggregators.runs import touch_run
 from spark_governor.aggregators.welford import sql_extreme, sql_merge, sql_saturating_sum
 from spark_governor.policies.task_fold import (completed, fold_tasks, merge_template_window, sampled, stage_window,
-                                               template_tasks, template_window)
+                                               template_window)
 from spark_governor.policies.wire import INT64_MAX, Report, TaskRecord
 
 DEFAULT_WINDOW_MS = 5_000
@@ -285,7 +285,7 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
         upsert_rows(conn, runtime_windows, rows_w, _WINDOW_KEY, _WINDOW_MERGE)
         return report.folded_tasks, {}
     last = {pair: rv[1] for pair, rv in rvs.items()}  # (template id, partition) → its last launch
-    windows = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
+    windows, parts = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
                          lambda t: (template_ids[t["template_key"]], t["partition"]))
     update_rows(conn, runtime_vertices, sorted(({"_id": rvs[pair][0], "last_launch_ms": launch}
                                                 for pair, launch in last.items() if launch is not None),
@@ -295,7 +295,7 @@ def _fold_tasks(conn: Connection, job_id: int, report: Report, template_ids: dic
     upsert_rows(conn, runtime_windows, [window_row(rvs[key[0]][0], key[0][0], key[1], window_ms, windows[key])
                                         for key in sorted(windows, key=lambda k: (rvs[k[0]][0], k[1]))],
                 _WINDOW_KEY, _WINDOW_MERGE)
-    return len(rows), template_tasks(windows)
+    return len(rows), parts
 
 
 _TEMPLATE_KEY = ("template_id", "window_start_ms")
@@ -333,7 +333,7 @@ _VERTEX_RUNS = (select(runtime_windows.c.template_id, runtime_windows.c.window_s
 
 def template_rows(conn: Connection, parts: dict, stage_parts: dict, window_ms: int) -> list[dict]:
     """The template window rows of a v1/v2 report (or batch of them), in key order: the task parts (``parts``,
-    :func:`policies.task_fold.template_tasks` of its runtime windows) and stage parts (``stage_parts``,
+    ``policies.task_fold.fold_tasks``: its tasks merged over the partitions) and stage parts (``stage_parts``,
     :func:`fold_stage`) of each window, with the partitions and the busiest one's run time read from the runtime
     windows as stored now (after the report's)."""
     keys = sorted(set(parts) | set(stage_parts))

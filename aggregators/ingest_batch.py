@@ -65,7 +65,7 @@ from spark_governor.aggregators.models import (batches, directives, jobs, partit
 from spark_governor.aggregators.partitions import partition_rows
 from spark_governor.aggregators.runs import touch_runs
 from spark_governor.policies.task_fold import (RUNTIME_MOMENTS, RUNTIME_SUMS, TEMPLATE_MOMENTS, completed, fold_tasks,
-                                               merge_runtime_window, merge_template_window, template_tasks)
+                                               merge_runtime_window, merge_template_window)
 from spark_governor.policies.wire import Report
 
 
@@ -318,10 +318,10 @@ def _fold_tasks(accepted: list[_Item], rvs: dict, window_ms: int, results: list[
                 mine[(rid, w.window_start_ms)] = w.model_dump()
         else:
             results[item.index].tasks = len(rows) - n0
-            folded = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
-                                lambda t: (tids[t["template_key"]], t["partition"]))
+            folded, tasks_of = fold_tasks((t.__dict__ for t in report.tasks), window_ms, last,
+                                          lambda t: (tids[t["template_key"]], t["partition"]))
             mine = {(rvs[pair][0], start): w for (pair, start), w in folded.items()}
-            for key, w in template_tasks(folded).items():
+            for key, w in tasks_of.items():
                 parts[key] = w if key not in parts else merge_runtime_window(parts[key], w)
         for key, w in mine.items():  # this report's window as ingest_report would upsert it, merged into the
             stored = windows.get(key)  # same window of the batch's earlier reports as the upsert would merge it

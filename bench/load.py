@@ -68,6 +68,7 @@ class LoadResult:
     reports_per_transaction: Optional[float] = None
     loadavg_before: tuple = ()
     loadavg_after: tuple = ()
+    reporter_us_per_task: Optional[float] = None  # CPU of the Python reporter's edge fold per finished task (µs)
 
     @property
     def offered_per_s(self) -> float:
@@ -369,10 +370,28 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
             result.p50_s = latencies[len(latencies) // 2]
             result.p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         result.stored = 0 if floor else _stored_reports(db_url, run) - jobs  # minus the warm-up reports
+        result.reporter_us_per_task = fold_cost_us(tasks)
     finally:
         for p in procs:
             stop_process(p, 30)
     return result
+
+
+def fold_cost_us(tasks: int = 40, reports: int = 300) -> float:
+    """CPU microseconds the Python reporter's edge fold (``policies.task_fold.TaskFold.fold``) spends per finished
+    task, on ``reports`` seconds of the load's job (``tasks`` tasks each), measured in this process."""
+    from spark_governor.bench.reports import WINDOW_MS, _job_second
+    from spark_governor.policies.task_fold import TaskFold
+
+    rng = random.Random(1)
+    start_ms = 1_800_000_000_000
+    seconds = [_job_second(rng, tasks, seq, ("t-map", "t-reduce"), max(1, tasks // 2), start_ms + seq * 1000)
+               for seq in range(1, reports + 1)]
+    fold = TaskFold()
+    cpu0 = time.process_time()
+    for seq, (ts, stages) in enumerate(seconds, 1):
+        fold.fold(ts, stages, WINDOW_MS, start_ms + (seq + 1) * 1000)
+    return (time.process_time() - cpu0) / (tasks * reports) * 1e6
 
 
 def _replicas_figures(urls: list[str], interval_s: float) -> tuple:
@@ -398,6 +417,8 @@ def format_result(r: LoadResult) -> str:
         + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a")
         + (f"; database CPU {r.database_cpu_s:.1f} s = {r.database_cpu_ms_per_report:.2f} ms per report"
            if r.database_cpu_ms_per_report is not None else ""),
+        (f"reporter's edge fold {r.reporter_us_per_task:.1f} µs CPU per task (the Python reporter, measured apart)"
+         if r.reporter_us_per_task is not None else "reporter's edge fold n/a"),
         f"load generator CPU {r.generator_cpu_s:.1f} s = "
         + (f"{r.generator_cpu_ms_per_report:.2f} ms per report" if r.generator_cpu_ms_per_report else "n/a"),
         f"ingest transactions {r.transactions}, "

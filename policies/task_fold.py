@@ -98,18 +98,23 @@ def moments_record(values: list[float]) -> dict:
 
 
 def merge_moments(a: dict, b: dict) -> dict:
-    """Two moments records merged (Chan et al., ``Moments.merge``; min of mins, max of maxes)."""
-    if not b["n"]:
+    """Two moments records merged (Chan et al., as ``Moments.merge``, same order of operations; min of mins, max of
+    maxes; an empty record has neither)."""
+    nb = b["n"]
+    if not nb:
         return a
-    if not a["n"]:
+    na = a["n"]
+    if not na:
         return b
-    m = Moments(a["n"], a["mean"], a["m2"]).merge(Moments(b["n"], b["mean"], b["m2"]))
-    lo = [x for x in (a.get("min"), b.get("min")) if x is not None]
-    hi = [x for x in (a.get("max"), b.get("max")) if x is not None]
-    return {"n": m.n, "mean": m.mean, "m2": m.m2, "min": min(lo) if lo else None, "max": max(hi) if hi else None}
+    n = na + nb
+    delta = b["mean"] - a["mean"]
+    return {"n": n, "mean": a["mean"] + delta * nb / n, "m2": a["m2"] + b["m2"] + delta * delta * na * nb / n,
+            "min": min(a["min"], b["min"]), "max": max(a["max"], b["max"])}
 
 
 class _Window:
+    """The tasks of a window as they are folded: counts, sums and the samples of each moment (seconds)."""
+
     __slots__ = ("tasks", "failed_tasks", "sums", "samples")
 
     def __init__(self) -> None:
@@ -118,44 +123,68 @@ class _Window:
         self.sums = dict.fromkeys(RUNTIME_SUMS, 0)
         self.samples: dict[str, list[float]] = {name: [] for name in RUNTIME_MOMENTS}
 
-    def record(self) -> dict:
-        out = {"tasks": self.tasks, "failed_tasks": self.failed_tasks, **self.sums}
+    def absorb(self, other: "_Window") -> None:
+        self.tasks += other.tasks
+        self.failed_tasks += other.failed_tasks
+        for name, v in other.sums.items():
+            self.sums[name] += v
+        for name, xs in other.samples.items():
+            self.samples[name] += xs
+
+    def record(self, limit: int = 2**63 - 1) -> dict:
+        out = {"tasks": self.tasks, "failed_tasks": self.failed_tasks,
+               **{name: min(v, limit) for name, v in self.sums.items()}}
         for name in RUNTIME_MOMENTS:
             out[name] = moments_record(self.samples[name])
         return out
 
 
-def fold_tasks(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch: dict,
-               vertex: Callable[[Mapping[str, Any]], Hashable]) -> dict[tuple, dict]:
-    """The runtime windows of one report's tasks: ``(vertex, window start ms) → window record`` (module
-    docstring), the tasks folded in launch order. ``last_launch``: vertex → its last task launch (epoch ms), read
-    and advanced here (a successful task's launch only). ``vertex(task)``: the runtime vertex's key."""
+def fold_windows(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch: dict,
+                 vertex: Callable[[Mapping[str, Any]], tuple]) -> tuple[dict[tuple, _Window], dict[tuple, _Window]]:
+    """One report's tasks folded in launch order (module docstring): the runtime windows ``(vertex, window start
+    ms) → window`` and the task parts of the template windows ``(template, window start ms) → window`` (the same
+    samples, merged over the partitions). ``vertex(task)``: the runtime vertex's key ``(template, partition)``;
+    ``last_launch``: vertex → its last task launch (epoch ms), read and advanced here (a successful task's
+    launch only)."""
     windows: dict[tuple, _Window] = defaultdict(_Window)
+    templates: dict[tuple, _Window] = defaultdict(_Window)
     for t in sorted(tasks, key=lambda t: t["launch_ms"]):
         v = vertex(t)
         finish = t["finish_ms"]
-        w = windows[(v, finish - finish % window_ms)]
+        start = finish - finish % window_ms
+        w, tw = windows[(v, start)], templates[(v[0], start)]
         if not t["successful"]:
             w.failed_tasks += 1
+            tw.failed_tasks += 1
             continue
         w.tasks += 1
-        s = w.sums
+        tw.tasks += 1
         records_in = t["input_records"] + t["shuffle_read_records"]
-        s["records_in"] += records_in
-        for name in TASK_SUMS:
-            s[name] += t[name]
-        smp = w.samples
+        for s in (w.sums, tw.sums):
+            s["records_in"] += records_in
+            for name in TASK_SUMS:
+                s[name] += t[name]
         run_s = t["run_time_ms"] / 1000.0
-        smp["service"].append(run_s)
+        samples = [("service", run_s)]
         if t["stage_submission_ms"] is not None:
-            smp["latency"].append((finish - t["stage_submission_ms"]) / 1000.0)
+            samples.append(("latency", (finish - t["stage_submission_ms"]) / 1000.0))
         if records_in > 0:
-            smp["service_per_record"].append(run_s / records_in)
+            samples.append(("service_per_record", run_s / records_in))
         launch, last = t["launch_ms"], last_launch.get(v)
         if last is not None and launch > last:
-            smp["interarrival"].append((launch - last) / 1000.0)
+            samples.append(("interarrival", (launch - last) / 1000.0))
         last_launch[v] = launch if last is None else max(last, launch)
-    return {key: w.record() for key, w in windows.items()}
+        for name, x in samples:
+            w.samples[name].append(x)
+            tw.samples[name].append(x)
+    return windows, templates
+
+
+def fold_tasks(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch: dict,
+               vertex: Callable[[Mapping[str, Any]], tuple]) -> tuple[dict[tuple, dict], dict[tuple, dict]]:
+    """:func:`fold_windows` as records: the runtime windows' and the template windows' task parts."""
+    windows, templates = fold_windows(tasks, window_ms, last_launch, vertex)
+    return ({key: w.record() for key, w in windows.items()}, {key: w.record() for key, w in templates.items()})
 
 
 _NO_MOMENTS = {"n": 0, "mean": 0.0, "m2": 0.0, "min": None, "max": None}
@@ -213,16 +242,6 @@ def merge_runtime_window(a: dict, b: dict, limit: int = 2**63 - 1) -> dict:
     return out
 
 
-def template_tasks(windows: Mapping[tuple, dict]) -> dict[tuple, dict]:
-    """The task parts of the template windows of runtime windows ``(vertex, window start) → record`` whose vertex is
-    ``(template, partition)``: ``(template, window start) → record`` merged over partitions in partition order."""
-    out: dict[tuple, dict] = {}
-    for (vertex, start), w in sorted(windows.items(), key=lambda kv: (kv[0][0][0], kv[0][1], kv[0][0][1])):
-        key = (vertex[0], start)
-        out[key] = w if key not in out else merge_runtime_window(out[key], w)
-    return out
-
-
 def completed(stage: Mapping[str, Any]) -> bool:
     """A stage run that folds into its template window: completed, not failed."""
     return stage["completion_ms"] is not None and not stage["failure_reason"]
@@ -257,7 +276,7 @@ class TaskFold:
         self.stage_launches: "OrderedDict[tuple[int, int], list[int]]" = OrderedDict()
         self._earliest: dict[str, list[int]] = {}  # executor → max-heap (negated) of its WARMUP_TASKS earliest launches
         self._firsts: dict[str, list[Optional[int]]] = {}  # executor → [first launch, first successful finish]
-        self.open: dict[tuple[str, int, int], dict] = {}  # (template, partition, window start) → not sent yet
+        self.open: dict[tuple[str, int, int], _Window] = {}  # (template, partition, window start) → not sent yet
         self._runs: dict[tuple[str, int], dict[int, int]] = {}  # (template, window) → partition → run time ms
         self.folded_tasks = 0  # tasks folded since the start (successful and failed)
 
@@ -292,7 +311,8 @@ class TaskFold:
         executors whose firsts changed) and ``tasks`` (the rows that travel, each with its ``detail``), from its
         finished ``tasks`` and completed ``stages`` (wire records as ``collectors.events`` makes them)."""
         ordered = sorted(tasks, key=lambda t: t["launch_ms"])
-        deltas = fold_tasks(ordered, window_ms, self.last_launch, lambda t: (t["template_key"], t["partition"]))
+        deltas, tasks_of = fold_windows(ordered, window_ms, self.last_launch,
+                                        lambda t: (t["template_key"], t["partition"]))
         rows, changed = [], {}
         for t in ordered:
             key = (t["stage_id"], t["stage_attempt"])
@@ -316,10 +336,13 @@ class TaskFold:
         self.folded_tasks += len(ordered)
         for ((template, partition), start), w in deltas.items():
             key = (template, partition, start)
-            self.open[key] = w if key not in self.open else merge_runtime_window(self.open[key], w)
+            if key in self.open:
+                self.open[key].absorb(w)
+            else:
+                self.open[key] = w
             runs = self._runs.setdefault((template, start), {})
-            runs[partition] = runs.get(partition, 0) + w["run_time_ms"]
-        parts = template_tasks(deltas)
+            runs[partition] = runs.get(partition, 0) + w.sums["run_time_ms"]
+        parts = {key: w.record() for key, w in tasks_of.items()}
         stage_parts: dict[tuple[str, int], dict] = {}
         for s in stages:
             launches = self.stage_launches.pop((s["stage_id"], s["attempt"]), [])
@@ -334,7 +357,7 @@ class TaskFold:
             rec = template_window(parts.get(key), None, len(runs), max(runs.values(), default=0))
             template[key] = rec if key not in stage_parts else merge_template_window(rec, stage_parts[key])
         closed = sorted(k for k in self.open if final or k[2] + window_ms + CLOSE_GRACE_MS <= now_ms)
-        runtime = [{"template_key": k[0], "partition": k[1], "window_start_ms": k[2], **self.open.pop(k)}
+        runtime = [{"template_key": k[0], "partition": k[1], "window_start_ms": k[2], **self.open.pop(k).record()}
                    for k in closed]
         for key in [k for k in self._runs if k[1] + window_ms * (1 + REMEMBER_WINDOWS) <= now_ms]:
             del self._runs[key]
