@@ -97,9 +97,9 @@ def _job_second(rng: random.Random, n_tasks: int, seq: int, templates, partition
     span = 1000 // n_batches
     tasks, stages = [], []
     for b in range(n_batches):
-        batch_id = seq * n_batches + b
+        batch_id = (seq % 10**8) * n_batches + b  # ids within the wire's bounds whatever the seq
         for s, key in enumerate(templates):
-            stage_id = batch_id * len(templates) + s
+            stage_id = (batch_id * len(templates) + s) % 2**31
             sub = start_ms + b * span + s * span // (len(templates) + 1)
             last = sub
             n = min(partitions, n_tasks - len(tasks))

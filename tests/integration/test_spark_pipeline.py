@@ -41,7 +41,10 @@ def fed(spark, tmp_path_factory):
     r = requests.put(f"{plane.url}/api/v1/jobs/{JOB}/constraints/e2e?register=true", json={"bound_ms": 10_000, "span_s": 5},
                      headers={"Authorization": "Bearer pipeline"}, timeout=10)
     assert r.status_code == 200, r.text
-    cfg = DemoConfig(job=JOB, endpoint=plane.url, seconds=25, rows_per_second=3000, keys=500, skew=1.2)
+    # task_detail "all": every task row is stored besides the statistics the reporter folds, so the tests below check
+    # the folded statistics against the tasks themselves
+    cfg = DemoConfig(job=JOB, endpoint=plane.url, seconds=25, rows_per_second=3000, keys=500, skew=1.2,
+                     reporter_options={"task_detail": "all"})
     result = run_demo_job(cfg, spark=spark)
     expected = spark_task_count(spark, result.run_id)
     yield plane, result, expected

@@ -187,10 +187,11 @@ final class TaskFold {
                 continue;
             }
             w.tasks++;
-            long recordsIn = num(t.get("input_records")) + num(t.get("shuffle_read_records"));
-            w.sums[RECORDS_IN] += recordsIn;
+            long recordsIn = satAdd(num(t.get("input_records")), num(t.get("shuffle_read_records")));
+            w.sums[RECORDS_IN] = satAdd(w.sums[RECORDS_IN], recordsIn);
             for (String name : TASK_SUMS) {
-                w.sums[sumIndex(name)] += num(t.get(name));
+                int k = sumIndex(name);
+                w.sums[k] = satAdd(w.sums[k], num(t.get(name)));  // a BIGINT column holds at most 2^63 - 1
             }
             double runS = num(t.get("run_time_ms")) / 1000.0;
             w.samples.get(1).add(runS);
