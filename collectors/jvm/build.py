@@ -42,6 +42,10 @@ CONFS = {
     "spark.governor.tokenFile": "read the token from this file instead (e.g. a mounted Secret); else $SPARK_GOVERNOR_TOKEN",
     "spark.governor.interval": "reporting interval (default 1s)",
     "spark.governor.heartbeat": "report at least this often, to fetch directives (default 5s)",
+    "spark.governor.taskDetail": "task rows sent besides the statistics folded in the driver: none, failed (default: "
+                                 "failed tasks and a uniform sample of one task in 16) or all",
+    "spark.governor.windowMs": "the statistics window the tasks are folded into, ms; must be the control plane's "
+                               "(default: learnt from its first answer)",
     "spark.governor.stateInterval": "while a streaming query is known, report its state (running batch, backlog, "
                                     "liveness) at least this often (default 1s)",
     "spark.governor.postTimeout": "total deadline of one POST (default 5s)",
