@@ -46,8 +46,11 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
             busy_slots=sum(w["busy_seconds"] for w in wins) / (sum(w["window_ms"] for w in wins) / 1000.0),
             ordinal=t["ordinal"], utilization_max=_utilization_max(wins), last_seen_ms=t["last_ms"]))
     # the latest batches, also those triggered before the span that completed within it
-    rows = list(reversed(conn.execute(
-        select(batches).where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
+    rows = list(reversed(conn.execute(  # the columns BatchStats reads (a batch row's other JSON is not decoded)
+        select(batches.c.batch_id, batches.c.trigger_ms, batches.c.durations_ms, batches.c.batch_duration_ms,
+               batches.c.num_input_rows, batches.c.input_rows_per_second, batches.c.processed_rows_per_second,
+               batches.c.query_id)
+        .where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
         .order_by(batches.c.trigger_ms.desc()).limit(max_batches)).mappings().all()))
     batch_stats = tuple(BatchStats(
         batch_id=r["batch_id"], trigger_ms=r["trigger_ms"],

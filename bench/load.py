@@ -1,9 +1,11 @@
 """``spark-governor bench load``: many simulated reporters against a real ``serve`` (gunicorn) process.
 
 Each simulated job sends one report per second (open loop: a late answer does not delay the next
-report), shaped like a real reporter's: ``tasks`` task records of two stages with current timestamps,
-both stage records, one micro-batch progress record and the query's state; gzip JSON with a report
-token, over kept-alive connections. A share of the jobs has a policy configured (dry-run), so the
+report), the report a real reporter sends for a second in which ``tasks`` tasks of two stages finished
+(``bench.reports.make_report``: folded at the edge, or ``shape="whole"`` every task a row as reporters of
+before schema v3 send them), one micro-batch progress record and the query's state; gzip JSON with a report
+token, over kept-alive connections. Every measured report is built before the clock starts, timed for when it
+is due. A share of the jobs has a policy configured (dry-run), so the
 scheduler evaluates them while the load runs.
 
 Printed: offered vs achieved reports per second, accepted vs stored (counted in the database after
@@ -46,6 +48,10 @@ class LoadResult:
     workers: int
     tasks: int
     replicas: int = 1
+    shape: str = "folded"  # the reports: folded at the edge (schema v3) or whole task rows (v2, the baseline)
+    report_s: int = 1  # each job sends a report every report_s seconds, holding that many seconds of the job
+    build_s: float = 0.0  # building the measured reports, before the clock started
+    start_late_s: float = 0.0  # the clock started this much after the reports' planned start
     offered: int = 0
     answered: int = 0
     accepted: int = 0
@@ -90,6 +96,13 @@ class LoadResult:
         return 1000 * self.database_cpu_s / self.accepted
 
     @property
+    def server_and_database_ms_per_job_second(self) -> Optional[float]:
+        """Server plus database CPU per second of a job's life (a report holds ``report_s`` of them)."""
+        if self.cpu_ms_per_report is None:
+            return None
+        return (self.cpu_ms_per_report + (self.database_cpu_ms_per_report or 0.0)) / self.report_s
+
+    @property
     def generator_cpu_ms_per_report(self) -> Optional[float]:
         return 1000 * self.generator_cpu_s / self.offered if self.offered else None
 
@@ -98,14 +111,37 @@ class LoadResult:
                 "cpu_ms_per_report": self.cpu_ms_per_report,
                 "database_cpu_ms_per_report": self.database_cpu_ms_per_report,
                 "generator_cpu_ms_per_report": self.generator_cpu_ms_per_report,
+                "server_and_database_ms_per_job_second": self.server_and_database_ms_per_job_second,
                 "achieved_ratio": self.accepted / self.offered if self.offered else None}
 
 
-def job_report(job: str, reporter_id: str, seq: int, tasks: int, now_ms: int, rng: random.Random) -> dict:
-    """One second of a streaming job (the second before ``now_ms``) as its reporter sends it
-    (``bench.reports.make_report``): a micro-batch of two stages of ``tasks`` / 2 partitions."""
+SHAPES = ("folded", "whole")
+
+
+def job_report(job: str, reporter_id: str, seq: int, tasks: int, now_ms: int, rng: random.Random,
+               shape: str = "folded", seconds: int = 1) -> dict:
+    """``seconds`` seconds of a streaming job (those before ``now_ms``) as its reporter sends them
+    (``bench.reports.make_report``): each a micro-batch of two stages of ``tasks`` / 2 partitions. ``shape``
+    ``folded``: today's reporter (schema v3, the tasks folded at the edge); ``whole``: a reporter of before the
+    edge fold (schema v2, every task a row), the baseline."""
     return make_report(job, n_tasks=tasks, seq=seq, reporter_id=reporter_id, partitions=max(1, tasks // 2),
-                       start_ms=now_ms - 1000, seed=rng.randrange(2**31), batches=1)
+                       start_ms=now_ms - 1000 * seconds, seed=rng.randrange(2**31), batches=1, seconds=seconds,
+                       **({"schema_version": 2} if shape == "whole" else {}))
+
+
+def _body(report: dict) -> bytes:
+    return gzip.compress(orjson.dumps(report), 1)
+
+
+def prebuilt_reports(names: list[str], rounds: int, tasks: int, start_s: float, rng: random.Random,
+                     shape: str = "folded", report_s: int = 1) -> list[list[bytes]]:
+    """The gzip JSON bodies of every measured report, built before the clock starts (so that building them costs
+    the server no CPU while it is measured): ``[round][job]``, job ``i``'s report of round ``r`` due at
+    ``start_s + (r + i / len(names)) * report_s`` (epoch seconds), holding the ``report_s`` seconds before, its seq
+    ``r + 2`` (seq 1 is the warm-up report)."""
+    n = len(names)
+    return [[_body(job_report(names[i], names[i], r + 2, tasks, int((start_s + (r + i / n) * report_s) * 1000),
+                              rng, shape, report_s)) for i in range(n)] for r in range(rounds)]
 
 
 def _cpu_seconds(root_pid: int) -> float:
@@ -246,12 +282,16 @@ def _stored_reports(db_url: str, prefix: str) -> int:
 def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: int = 8, tasks: int = 40,
              policy_share: float = 0.2, senders: int = 0, evaluation_s: float = 10.0,
              linger_ms: Optional[float] = None, log_path: Optional[str] = None, floor: bool = False,
-             replicas: int = 1, out=print) -> LoadResult:
+             replicas: int = 1, shape: str = "folded", report_s: int = 1, out=print) -> LoadResult:
     """Start ``serve`` on 127.0.0.1 against ``db_url``, offer ``jobs`` reports per second for ``seconds``.
     ``floor``: instead of ``serve``, the no-storage floor (``api.load_floor``: token, gunzip and validation
     of each report on the same gunicorn workers, nothing stored, no policy; ``db_url`` unused). ``replicas``:
     that many ``serve`` processes (each of ``workers`` workers) on the same database, each job's reports sent
-    to one of them (issue #42); the server CPU is theirs summed."""
+    to one of them (issue #42); the server CPU is theirs summed. ``shape``: the reports' (:func:`job_report`).
+    ``report_s``: each job reports every ``report_s`` seconds (``seconds`` is rounded down to a multiple), each
+    report holding as many seconds of the job."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape: one of {', '.join(SHAPES)} (got {shape!r})")
     import requests
 
     from spark_governor.api.processes import free_port, stop_process, wait_healthy
@@ -292,7 +332,8 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
     url = f"http://127.0.0.1:{port}"
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     result = LoadResult(jobs=jobs, seconds=seconds, db="floor" if floor else db_url.split("://")[0], workers=workers,
-                        tasks=tasks, evaluation_interval_s=evaluation_s, replicas=replicas)
+                        tasks=tasks, evaluation_interval_s=evaluation_s, replicas=replicas, shape=shape,
+                        report_s=report_s)
     try:
         for u, p in zip(urls, procs):
             wait_healthy(u, 90, proc=p)
@@ -302,13 +343,25 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         rng = random.Random(0)
         session = requests.Session()
         for name in names:
-            body = gzip.compress(orjson.dumps(job_report(name, name, 1, tasks, int(time.time() * 1000), rng)), 1)
+            body = _body(job_report(name, name, 1, tasks, int(time.time() * 1000), rng, shape, report_s))
             session.post(url + "/api/v1/reports", data=body, timeout=60, headers={
                 "Content-Encoding": "gzip", "Authorization": f"Bearer {TOKEN}"}).raise_for_status()
         configured = 0 if floor else _configure_policies(url, names, policy_share)
+        # the measured reports are built before the clock starts, timed for a start that leaves room to build them
+        probe = time.perf_counter()
+        rounds = max(1, int(seconds) // report_s)
+        result.seconds = rounds * report_s
+        prebuilt_reports(names[:min(20, jobs)], 1, tasks, time.time(), random.Random(1), shape, report_s)
+        build_s = (time.perf_counter() - probe) / min(20, jobs) * jobs * rounds
+        start_s = time.time() + 1.5 * build_s + 2.0
+        bodies = prebuilt_reports(names, rounds, tasks, start_s, rng, shape, report_s)
+        result.build_s = time.perf_counter() - probe
+        time.sleep(max(0.0, start_s - time.time()))
         out(f"bench load: {jobs} jobs ({configured} with a policy), {tasks} tasks per report, {seconds:g} s, "
             f"{'the no-storage floor' if floor else result.db}, {replicas} replica{'s' if replicas > 1 else ''} x "
-            f"{workers} workers x {threads} threads")
+            f"{workers} workers x {threads} threads, a report per job every {report_s} s, reports {shape} "
+            f"({'schema v3, folded at the edge' if shape == 'folded' else 'schema v2, every task a row'}; built in "
+            f"{result.build_s:.1f} s before the clock)")
         answers: list = []
         lock = threading.Lock()
         n_senders = senders or min(128, max(8, jobs // 4))
@@ -328,19 +381,17 @@ def run_load(jobs: int, seconds: float, db_url: str, workers: int = 2, threads: 
         metrics0 = None if floor else _replicas_figures(urls, evaluation_s)
         self_cpu0 = _self_cpu_seconds()
         start = time.monotonic()
+        result.start_late_s = max(0.0, time.time() - start_s)  # the build took longer than planned
         phases = [i / jobs for i in range(jobs)]  # spread the jobs over the second
-        seqs = [1] * jobs
-        for second in range(int(seconds)):
-            for i in range(jobs):
-                due = start + second + phases[i]
+        for r, row in enumerate(bodies):
+            for i, body in enumerate(row):
+                due = start + (r + phases[i]) * report_s
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                seqs[i] += 1
-                body = gzip.compress(orjson.dumps(job_report(names[i], names[i], seqs[i], tasks,
-                                                             int(time.time() * 1000), rng)), 1)
                 works[i % n_senders].put((due, body))
                 result.offered += 1
+        del bodies
         for work in works:
             work.put(None)
         for t in threads_:
@@ -402,9 +453,32 @@ def _replicas_figures(urls: list[str], interval_s: float) -> tuple:
     return tuple(sum(f[k] for f in figures) for k in range(len(figures[0])))
 
 
+def baseline_url(db_url: str) -> str:
+    """The database of the baseline run: a SQLite file of its own beside ``db_url``'s (so that the measured run
+    starts from the same empty file); a PostgreSQL database is shared (the runs' jobs have their own names)."""
+    if db_url.startswith("sqlite:///") and db_url != "sqlite:///:memory:":
+        path = db_url[len("sqlite:///"):]
+        stem, dot, ext = path.rpartition(".")
+        return "sqlite:///" + (f"{stem}-whole.{ext}" if dot and "/" not in ext else f"{path}-whole")
+    return db_url
+
+
+def format_ratios(folded: LoadResult, whole: LoadResult) -> str:
+    """The folded run against the whole-task baseline of the same invocation."""
+    def ratio(a, b) -> str:
+        return f"x{a / b:.3f}" if a is not None and b else "n/a"
+
+    return "\n".join([
+        "folded at the edge / whole task rows (the baseline, same command, same machine, just before):",
+        f"  server CPU per report {ratio(folded.cpu_ms_per_report, whole.cpu_ms_per_report)}, database CPU per "
+        f"report {ratio(folded.database_cpu_ms_per_report, whole.database_cpu_ms_per_report)}, achieved "
+        f"{ratio(folded.achieved_per_s, whole.achieved_per_s)}, p99 {ratio(folded.p99_s, whole.p99_s)}"])
+
+
 def format_result(r: LoadResult) -> str:
     ratio = r.accepted / r.offered if r.offered else 0
     lines = [
+        f"reports {r.shape}: {r.jobs} jobs, {r.db}, {r.replicas} replica(s), a report per job every {r.report_s} s",
         f"offered  {r.offered_per_s:8.1f} reports/s   achieved {r.achieved_per_s:8.1f} reports/s "
         f"({r.achieved_per_s / r.offered_per_s:.1%}; {ratio:.1%} of the offered reports accepted, the last "
         f"answer after {r.elapsed_s:.1f} s)",
@@ -417,6 +491,8 @@ def format_result(r: LoadResult) -> str:
         + (f"{r.cpu_ms_per_report:.2f} ms per report" if r.cpu_ms_per_report else "n/a")
         + (f"; database CPU {r.database_cpu_s:.1f} s = {r.database_cpu_ms_per_report:.2f} ms per report"
            if r.database_cpu_ms_per_report is not None else ""),
+        f"server + database CPU per job-second (a report every {r.report_s} s): "
+        + (f"{r.server_and_database_ms_per_job_second:.2f} ms" if r.server_and_database_ms_per_job_second else "n/a"),
         (f"reporter's edge fold {r.reporter_us_per_task:.1f} µs CPU per task (the Python reporter, measured apart)"
          if r.reporter_us_per_task is not None else "reporter's edge fold n/a"),
         f"load generator CPU {r.generator_cpu_s:.1f} s = "

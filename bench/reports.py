@@ -40,7 +40,8 @@ def _fold_of(job: str, reporter_id: str, seq: int, task_detail: str, window_ms: 
 
 def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-map", "t-reduce"),
                 partitions=4, start_ms=1_700_000_000_000, seed=0, batches=0, dropped=0,
-                schema_version=SCHEMA_VERSION, task_detail="failed", window_ms=WINDOW_MS, final=False) -> dict:
+                schema_version=SCHEMA_VERSION, task_detail="failed", window_ms=WINDOW_MS, final=False,
+                seconds=1) -> dict:
     """The report a reporter sends for the second from ``start_ms`` (epoch ms) of a job in which ``n_tasks`` tasks
     finished, ``batches`` micro-batches' progress with it.
 
@@ -51,7 +52,12 @@ def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-
     there was one (the vertices' previous launches; the runtime windows that ended go with this report), its
     executors past their warm-up, so the rows that travel are the uniform sample (and failed tasks); each stage's
     run. ``final``: the reporter's last report, with every runtime window still open. 1 or 2: the deprecated report
-    of whole task rows, in the shape the tests of that path were written for (one executor, no stage records)."""
+    of whole task rows, in the shape the tests of that path were written for (one executor, no stage records).
+    ``seconds``: the report of a reporter that sends every ``seconds`` seconds (``attach(flush_interval_s=,
+    state_interval_s=)``): that many consecutive job-seconds from ``start_ms``, ``n_tasks`` tasks and ``batches``
+    micro-batches each."""
+    if seconds < 1:
+        raise ValueError(f"seconds: at least 1 (got {seconds})")
     rng = random.Random(seed)
     report = {
         "schema_version": schema_version, "job": job,
@@ -60,21 +66,25 @@ def make_report(job="job-a", n_tasks=10, seq=1, reporter_id=None, templates=("t-
         "templates": [{"key": k, "name": f"s{i} {k}", "ordinal": i, "operators": [k],
                        "parents": list(templates[i - 1:i])} for i, k in enumerate(templates)],
         "stages": [], "tasks": [],
-        "batches": [{"query_id": "q1", "run_id": "r1", "name": None, "batch_id": (seq - 1) * batches + b,
+        "batches": [{"query_id": "q1", "run_id": "r1", "name": None, "batch_id": (seq - 1) * batches * seconds + b,
                      "trigger_ms": start_ms + b * 1000,
                      "batch_duration_ms": 400 + b, "durations_ms": {"triggerExecution": 400 + b},
                      "num_input_rows": 100 * b, "input_rows_per_second": 100.0, "processed_rows_per_second": 250.0,
-                     "state_operators": [], "event_time": {}, "observed_metrics": {}} for b in range(batches)],
+                     "state_operators": [], "event_time": {}, "observed_metrics": {}} for b in range(batches * seconds)],
     }
     if schema_version < 3:
         report["templates"] = [dict(t, parents=[]) for t in report["templates"]]
-        report["tasks"] = _legacy_tasks(rng, n_tasks, templates, partitions, start_ms)
+        report["tasks"] = _legacy_tasks(rng, n_tasks * seconds, templates, partitions, start_ms)
         return report
     report["reporter"].update(app_id=f"app-{job}", master="spark://127.0.0.1:7077", slots=8, executors=4,
                               task_detail=task_detail)
-    tasks, stages = _job_second(rng, n_tasks, seq, templates, partitions, start_ms)
+    tasks, stages = [], []
+    for k in range(seconds):
+        more = _job_second(rng, n_tasks, seq * seconds + k, templates, partitions, start_ms + k * 1000)
+        tasks += more[0]
+        stages += more[1]
     fold = _fold_of(job, report["reporter"]["id"], seq, task_detail, window_ms, start_ms)
-    folded = fold.fold(tasks, stages, window_ms, start_ms + 1000, final)
+    folded = fold.fold(tasks, stages, window_ms, start_ms + seconds * 1000, final)
     report.update(window_ms=window_ms, stages=stages, tasks=folded["tasks"],
                   runtime_windows=folded["runtime_windows"], template_windows=folded["template_windows"],
                   task_spans=folded["task_spans"])

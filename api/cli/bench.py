@@ -627,19 +627,36 @@ def bench_warmup(reps: int, workdir, out: str) -> None:
               help="serve --batch-linger-ms (default: serve's own).")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 16),
               help="serve processes on the same database, each job's reports to one of them.")
+@click.option("--report-seconds", "report_s", default=1, show_default=True, type=click.IntRange(1, 60),
+              help="Each job reports every N seconds, a report holding N seconds of the job (attach(flush_interval_s=N, "
+                   "state_interval_s=N)).")
+@click.option("--baseline/--no-baseline", default=False, show_default=True,
+              help="First the same load of whole-task reports (schema v2, as reporters of before the edge fold "
+                   "send them) on a database of its own, then the folded one; print the ratios.")
 @click.option("--log", "log_path", default=None, type=click.Path(dir_okay=False), help="serve's log file.")
 @click.option("--out", default="bench-results/load.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_load(jobs: int, seconds: int, db_url, floor: bool, workers: int, threads: int, tasks: int,
-               policy_share: float, linger_ms, replicas: int, log_path, out: str) -> None:
+               policy_share: float, linger_ms, replicas: int, report_s: int, baseline: bool, log_path,
+               out: str) -> None:
     """Simulated reporters against `serve` on 127.0.0.1: offered vs achieved, stored, p50/p99, CPU per report."""
-    from spark_governor.bench.load import format_result, run_load
+    from spark_governor.bench.load import baseline_url, format_ratios, format_result, run_load
 
     if not db_url and not floor:
         raise click.BadParameter("a database URL is required (or --floor)", param_hint="--db")
     if db_url and floor:
         raise click.BadParameter("--floor stores nothing: leave --db out", param_hint="--db")
-    result = run_load(jobs, seconds, db_url or "", workers=workers, threads=threads, tasks=tasks,
-                      policy_share=policy_share, linger_ms=linger_ms, log_path=log_path, floor=floor,
-                      replicas=replicas, out=lambda m: click.echo(m, err=True))
-    write_json(result.as_dict(), out, indent=2)
-    click.echo(format_result(result))
+    if baseline and floor:
+        raise click.BadParameter("--floor stores nothing: no baseline to compare", param_hint="--baseline")
+    runs = {}
+    for shape in (("whole", "folded") if baseline else ("folded",)):
+        url = baseline_url(db_url) if shape == "whole" else db_url
+        runs[shape] = run_load(jobs, seconds, url or "", workers=workers, threads=threads, tasks=tasks,
+                               policy_share=policy_share, linger_ms=linger_ms, log_path=log_path, floor=floor,
+                               replicas=replicas, shape=shape, report_s=report_s,
+                               out=lambda m: click.echo(m, err=True))
+        click.echo(format_result(runs[shape]))
+    result = runs["folded"].as_dict()
+    if baseline:
+        result["baseline"] = runs["whole"].as_dict()
+        click.echo(format_ratios(runs["folded"], runs["whole"]))
+    write_json(result, out, indent=2)

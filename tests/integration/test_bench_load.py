@@ -87,3 +87,36 @@ def test_the_cli_wants_a_database_or_the_floor_not_both():
     assert r.exit_code == 2 and "--db" in r.output and "--floor" in r.output
     r = CliRunner().invoke(main, ["bench", "load", "--floor", "--db", "sqlite:///x.db"])
     assert r.exit_code == 2 and "--db" in r.output
+
+
+def test_the_baseline_of_whole_task_reports_runs_first_on_a_database_of_its_own(tmp_path):
+    """``bench load --baseline``: the same load of whole-task reports (schema v2) and then the folded one, each
+    report stored once, the ratios printed and both runs in the JSON; the whole-task tasks all stored as rows, the
+    folded ones a sample."""
+    import json
+
+    import sqlalchemy as sa
+    from click.testing import CliRunner
+
+    from spark_governor.api.cli import main
+    from spark_governor.bench.load import baseline_url
+
+    db, out = tmp_path / "load.db", tmp_path / "load.json"
+    assert baseline_url(f"sqlite:///{db}") == f"sqlite:///{tmp_path / 'load-whole.db'}"
+    r = CliRunner().invoke(main, ["bench", "load", "--jobs", "3", "--seconds", "2", "--db", f"sqlite:///{db}",
+                                  "--workers", "1", "--threads", "4", "--tasks", "8", "--baseline", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "reports whole" in r.output and "reports folded" in r.output
+    assert re.search(r"server CPU per report x\d+\.\d{3}", r.output), r.output
+    got = json.loads(out.read_text())
+    assert got["shape"] == "folded" and got["baseline"]["shape"] == "whole"
+    for run in (got, got["baseline"]):
+        assert run["offered"] == run["accepted"] == run["stored"] == 6 and run["errors"] == {}
+    rows = {}
+    for name in ("load.db", "load-whole.db"):
+        with sa.create_engine(f"sqlite:///{tmp_path / name}").connect() as conn:
+            rows[name] = conn.execute(sa.text("SELECT count(*) FROM tasks")).scalar()
+    assert rows["load-whole.db"] == 9 * 8  # 3 jobs x (1 warm-up + 2 measured) reports x 8 task rows
+    assert rows["load.db"] < rows["load-whole.db"]
+    r = CliRunner().invoke(main, ["bench", "load", "--floor", "--baseline"])
+    assert r.exit_code == 2 and "--baseline" in r.output

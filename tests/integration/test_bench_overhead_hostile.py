@@ -46,14 +46,17 @@ def test_drip_interval_must_be_positive():
 
 
 @pytest.mark.spark
-def test_tiny_bench_has_black_hole_and_drip_rows_with_drops_and_no_thread_left(tmp_path):
+def test_tiny_bench_has_a_black_hole_row_with_drops_and_no_thread_left(tmp_path):
+    """The black-hole row on real Spark (the drip server's hold on a post is checked above against the reporter's
+    own poster, and the reporter's deadline under a dripping server in tests/unit/test_reporter_delivery.py: a
+    Spark run of the drip row would prove nothing more)."""
     require(shutil.which("java") is not None, "java")
     hostile = HostileSettings(post_deadline_s=0.5, max_retries=0, drip_s=0.2, stop_timeout_s=1.0)
     result = run_overhead_bench(runs=1, batches=3, rows=2000, ingest_tasks=0, log=lambda m: None,
-                                variants=["black-hole", "drip"], hostile=hostile)
+                                variants=["black-hole"], hostile=hostile)
     table = {r["variant"]: r for r in result["summary"]["table"]}
-    assert list(table) == ["without", "black-hole", "drip"]
-    for name in ("black-hole", "drip"):
+    assert list(table) == ["without", "black-hole"]
+    for name in ("black-hole",):
         row = table[name]
         assert len(result["batch_ms"][name]) == 3 and row["batch_ms_median"] > 0 and row["ratio_batch_ms_to_without"] > 0
         assert row["dropped_per_run"][0] > 0 and row["dropped_reports_per_run"][0] >= 1, row
@@ -62,10 +65,9 @@ def test_tiny_bench_has_black_hole_and_drip_rows_with_drops_and_no_thread_left(t
         assert row["detach_s_per_run"][0] <= hostile.stop_timeout_s + 1.5  # stop()'s bound: timeout + 1 s
         (stats,) = [r for r in result["reporter_stats"] if r["variant"] == name]
         assert stats["server"]["requests"] >= 1  # the reports did reach the hostile server
-    assert result["reporter_stats"][1]["server"]["bytes_sent"] >= 1  # the drip server dripped
     assert "with" not in table and "with" not in result["runs"] and result["ingest"] is None
     loads = result["load_average"]
-    assert len(loads) == 4 and all(s["load1"] >= 0 for s in loads)  # before, and after each of the 3 runs
+    assert len(loads) == 3 and all(s["load1"] >= 0 for s in loads)  # before, and after each of the 2 runs
     assert result["summary"]["load_average_1min"]["max"] >= result["summary"]["load_average_1min"]["min"]
     assert result["hostile_settings"]["post_deadline_s"] == 0.5
     assert "| black-hole |" in format_table(result["summary"]["table"])
