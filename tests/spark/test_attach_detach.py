@@ -87,3 +87,47 @@ def test_python_exiting_before_spark_stop_logs_nothing_about_our_listeners(contr
     for needle in ("Connection refused", "threw an exception", "Py4JException", "Py4JNetworkError",
                    "Error while sending or receiving"):
         assert needle not in out, f"{needle!r} logged at exit:\n{out[-4000:]}"
+
+
+def test_detach_after_stopping_a_query_waits_for_its_killed_tasks(spark, control_plane, sqlite_url):
+    """A query stopped in the middle of a micro-batch: its tasks are killed after ``StreamingQuery.stop()``
+    returns (a Python task with its worker, up to ``spark.python.task.killTimeout`` later), and ``detach()``
+    waits for them, so the control plane holds every task the event log does (the replay test's 2 missing
+    tasks of 30, CI 2026-12-07)."""
+    import time
+
+    from pyspark.sql import functions as F
+    from sqlalchemy import select
+
+    from spark_governor.aggregators.db import make_engine
+    from spark_governor.aggregators.models import jobs, tasks
+    from spark_governor.collectors import attach
+
+    def slow(value):
+        import time as t
+        t.sleep(30)
+        return value
+
+    handle = attach(spark, job="stop-check", endpoint=control_plane.url)
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 10).option("numPartitions", 2).load()
+             .select(F.udf(slow, "long")("value").alias("v"))
+             .writeStream.format("noop").trigger(processingTime="500 milliseconds").start())
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+
+    def running() -> int:
+        return sum(i.numRunningTasks() for i in tracker.getExecutorInfos())
+
+    deadline = time.time() + 60
+    while time.time() < deadline and not (query.recentProgress and running() == 2):
+        time.sleep(0.05)
+    assert running() == 2
+    query.stop()
+    handle.detach(15.0)
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.connect() as conn:
+            ended = conn.execute(select(tasks.c.successful).join(jobs, jobs.c.id == tasks.c.job_id)
+                                 .where(jobs.c.name == "stop-check")).scalars().all()
+    finally:
+        engine.dispose()
+    assert ended.count(False) == 2, ended
