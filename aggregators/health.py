@@ -58,6 +58,8 @@ from spark_governor.aggregators.models import stage_runs, template_vertices, tem
 from spark_governor.aggregators.view import build_view
 from spark_governor.policies.base import JobView, LiveStats
 
+#: the window a verdict looks back over by default (seconds): the API's, ``/metrics``' and a replay's
+DEFAULT_WINDOW_S = 60.0
 #: every state, in the order the rules are checked (``unknown`` first)
 STATES = ("unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal")
 
@@ -208,8 +210,10 @@ def verdict(view: JobView, failed_tasks: int = 0, config: HealthConfig = HealthC
     return out("optimal", detail + (f", {util:.0%} of the task slots busy" if util is not None else ""))
 
 
-def failed_tasks(conn: Connection, job_id: int, since_ms: int) -> dict[Optional[str], int]:
-    """Tasks of the job that finished unsuccessfully in the windows that end after ``since_ms`` (epoch ms), by
+def failed_tasks(conn: Connection, job_id: int, since_ms: int,
+                 until_ms: Optional[int] = None) -> dict[Optional[str], int]:
+    """Tasks of the job that finished unsuccessfully in the windows that end after ``since_ms`` (and start before
+    ``until_ms`` when given; epoch ms), by
     query id (a stage template's query, from its stage runs; None when no run of it was reported). Read from the
     template windows, which count every failed task whether the reporter folded it or sent it whole (issue #42),
     so at the windows' granularity: a failure up to one window older than ``since_ms`` counts."""
@@ -221,7 +225,7 @@ def failed_tasks(conn: Connection, job_id: int, since_ms: int) -> dict[Optional[
         .select_from(template_windows.join(template_vertices, template_vertices.c.id == tw.template_id)
                      .outerjoin(query_of, query_of.c.template_id == tw.template_id))
         .where(template_vertices.c.job_id == job_id, tw.window_start_ms + tw.window_ms > since_ms,
-               tw.failed_tasks > 0)
+               tw.failed_tasks > 0, *([] if until_ms is None else [tw.window_start_ms < until_ms]))
         .group_by(query_of.c.query_id)).all()}
 
 
@@ -241,13 +245,14 @@ def query_view(view: JobView, q: dict) -> JobView:
 
 
 def job_health(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
-               config: HealthConfig = HealthConfig()) -> Verdict:
+               config: HealthConfig = HealthConfig(), span=None) -> Verdict:
     """The job's verdict now, over the last ``window_s`` seconds, with one verdict per streaming query that
-    has a current state (raises ``queries.NotFound`` for an unknown job)."""
+    has a current state (raises ``queries.NotFound`` for an unknown job). ``span``: only what lies within it
+    (``aggregators.view.build_view``), for a verdict at a past ``now_ms`` (``aggregators.health_timeline``)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    view = build_view(conn, job, window_s, window_ms, now_ms=now_ms)
+    view = build_view(conn, job, window_s, window_ms, now_ms=now_ms, span=span)
     j = queries.job_row(conn, job)
-    failed = failed_tasks(conn, j.id, now_ms - int(window_s * 1000))
+    failed = failed_tasks(conn, j.id, now_ms - int(window_s * 1000), span.hi_ms if span is not None else None)
     per_query = []
     for q in (liveness.live(conn, j.id, now_ms, window_s) or {}).get("queries", []):
         v = verdict(query_view(view, q), failed.get(q["query_id"], 0), config)

@@ -84,10 +84,12 @@ def _states(conn: Connection, job_id: int, since_ms: int, until_ms: Optional[int
 
 
 def latest_states(conn: Connection, job_id: int, now_ms: int, max_age_ms: int = LIVE_STALE_MS) -> list:
-    """The latest state of each query received within ``max_age_ms``, by query id."""
+    """The latest state of each query received within ``max_age_ms`` up to ``now_ms`` (control-plane clock; a
+    replay's is the log's), by query id."""
     latest: dict[str, dict] = {}
     for r in conn.execute(select(query_states).where(query_states.c.job_id == job_id,
-                                                     query_states.c.received_ms >= now_ms - max_age_ms)
+                                                     query_states.c.received_ms >= now_ms - max_age_ms,
+                                                     query_states.c.received_ms <= now_ms)
                           .order_by(query_states.c.observed_ms, query_states.c.id)).mappings():
         latest[r["query_id"]] = r
     return [latest[k] for k in sorted(latest)]

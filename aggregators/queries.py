@@ -107,7 +107,7 @@ def _template(conn: Connection, job_id: int, key: str):
     return row
 
 
-def _span_conditions(column, span) -> list:
+def span_conditions(column, span) -> list:
     """``column`` (epoch ms) within a run's span ``[span.lo_ms, span.hi_ms)`` (``aggregators.runs``);
     no condition without a span."""
     cond = []
@@ -120,7 +120,7 @@ def _span_conditions(column, span) -> list:
 
 def _recent_window_starts(conn: Connection, template_id: int, limit: int, span=None, table=runtime_windows) -> list[int]:
     """The latest ``limit`` window starts of the template's ``table`` (template windows: those with tasks)."""
-    cond = [table.c.template_id == template_id, *_span_conditions(table.c.window_start_ms, span)]
+    cond = [table.c.template_id == template_id, *span_conditions(table.c.window_start_ms, span)]
     if table is template_windows:
         cond.append(table.c.tasks + table.c.failed_tasks > 0)
     return sorted(r[0] for r in conn.execute(
@@ -224,7 +224,7 @@ _TASK_ROW_COLUMNS = ("task_id", "partition", "attempt", "stage_id", "stage_attem
 def task_rows(conn: Connection, template_id: int, limit: int, span=None) -> list[dict]:
     """The latest ``limit`` stored task rows of a template (by finish time, newest first), within ``span``."""
     cols = [tasks.c[c] for c in _TASK_ROW_COLUMNS]
-    q = (select(*cols).where(tasks.c.template_id == template_id, *_span_conditions(tasks.c.finish_ms, span))
+    q = (select(*cols).where(tasks.c.template_id == template_id, *span_conditions(tasks.c.finish_ms, span))
          .order_by(tasks.c.finish_ms.desc()).limit(limit))
     return [dict(r._mapping) for r in conn.execute(q)]
 
@@ -236,7 +236,7 @@ def batch_stats(conn: Connection, job: str, limit: int = 100, span=None) -> dict
     q = select(batches).where(batches.c.job_id == j.id)
     if span is not None:
         q = q.where(or_(batches.c.job_run_id == span.run_id,
-                        and_(batches.c.job_run_id.is_(None), *_span_conditions(batches.c.trigger_ms, span))))
+                        and_(batches.c.job_run_id.is_(None), *span_conditions(batches.c.trigger_ms, span))))
     rows = list(reversed(conn.execute(q.order_by(batches.c.trigger_ms.desc()).limit(limit)).mappings().all()))
     gaps: list[float] = []
     last_by_run: dict[str, int] = {}

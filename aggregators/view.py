@@ -18,17 +18,22 @@ from spark_governor.policies.cluster_inputs import ClusteredJobView, ClusterInpu
 
 def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_ms: Optional[int] = None,
                max_batches: int = 500, max_partition_batches: int = 30,
-               partition_key_batches: int = 10) -> JobView:
+               partition_key_batches: int = 10, span=None) -> JobView:
     """The job's stages over the last ``window_s`` seconds (whole statistics windows of
     ``window_ms``), its latest ``max_batches`` batches of the last hour, directives and executor state,
     and its latest ``max_partition_batches`` partitioned batches (key counts for the last
-    ``partition_key_batches`` of them)."""
+    ``partition_key_batches`` of them).
+
+    ``span`` (``aggregators.runs.RunSpan``, or anything with ``lo_ms`` / ``hi_ms``, epoch ms, None: open): only
+    statistics windows that start within it and batches triggered within it that completed before its end — the
+    view of a past instant (``hi_ms`` = that instant + 1), as a replayed run's health timeline needs
+    (``aggregators.health_timeline``). A window that straddles ``hi_ms`` counts whole (the windows' granularity)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     j = queries.job_row(conn, job)
     n_windows = max(1, math.ceil(window_s * 1000 / window_ms))
     since = now_ms - int(window_s * 1000)
     stages = []
-    for t in queries.template_stats(conn, job, windows=n_windows):
+    for t in queries.template_stats(conn, job, windows=n_windows, span=span):
         wins = [w for w in t["windows"] if w["window_start_ms"] + w["window_ms"] > since]
         if not wins:
             continue
@@ -50,11 +55,13 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
         select(batches.c.batch_id, batches.c.trigger_ms, batches.c.durations_ms, batches.c.batch_duration_ms,
                batches.c.num_input_rows, batches.c.input_rows_per_second, batches.c.processed_rows_per_second,
                batches.c.query_id)
-        .where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000)
+        .where(batches.c.job_id == j.id, batches.c.trigger_ms >= now_ms - 3_600_000,
+               *queries.span_conditions(batches.c.trigger_ms, span))
         .order_by(batches.c.trigger_ms.desc()).limit(max_batches)).mappings().all()))
+    if span is not None and span.hi_ms is not None:  # completed before the span's end
+        rows = [r for r in rows if r["trigger_ms"] + _trigger_execution_ms(r) < span.hi_ms]
     batch_stats = tuple(BatchStats(
-        batch_id=r["batch_id"], trigger_ms=r["trigger_ms"],
-        processing_s=(r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"]) / 1000.0,
+        batch_id=r["batch_id"], trigger_ms=r["trigger_ms"], processing_s=_trigger_execution_ms(r) / 1000.0,
         num_input_rows=r["num_input_rows"], input_rows_per_second=r["input_rows_per_second"],
         processed_rows_per_second=r["processed_rows_per_second"],
         interval_s=_ms_to_s((r["durations_ms"] or {}).get("batchInterval")),
@@ -66,7 +73,8 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
     return ClusteredJobView(job=job, now_ms=now_ms, window_s=window_s, stages=tuple(stages), batches=batch_stats,
                    directives=dirs, executors=j.executors, slots=j.slots,
                    not_actuatable=dict(j.not_actuatable or {}), last_decision_ms=last,
-                   constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms),
+                   constraints=_constraints(conn, job, j.id, window_s, window_ms, now_ms,
+                                            cut=span is not None and span.hi_ms is not None),
                    knob_state=dict(j.knob_state or {}),
                    partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches,
                                                                         partition_key_batches)),
@@ -104,6 +112,11 @@ def _utilization_max(wins: list[dict]) -> Optional[float]:
     return sum(w["utilization_max"] * w["window_ms"] for w in known) / total_ms if total_ms else None
 
 
+def _trigger_execution_ms(r) -> float:
+    """A batch row's trigger execution time (ms): Spark's ``triggerExecution``, else the batch duration."""
+    return (r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"])
+
+
 def _ms_to_s(ms) -> Optional[float]:
     return None if ms is None else ms / 1000.0
 
@@ -123,11 +136,14 @@ def _wait(summary: dict) -> Optional[float]:
 
 
 def _constraints(conn: Connection, job: str, job_id: int, window_s: float, window_ms: int,
-                 now_ms: int) -> tuple[ConstraintStats, ...]:
+                 now_ms: int, cut: bool = False) -> tuple[ConstraintStats, ...]:
+    """``cut``: the view ends at ``now_ms`` (``build_view(span=…)``), so the span in progress then holds all it
+    will and counts as complete (a run judged at its end is judged on its last span too)."""
     out = []
     for c in constraints.list_constraints(conn, job_id):
         spans = max(1, round(window_s / c.span_s))
-        m = constraints.measure(conn, job, job_id, c, now_ms, spans, window_ms)
+        at_ms = now_ms + int(round(c.span_s * 1000)) if cut else now_ms
+        m = constraints.measure(conn, job, job_id, c, at_ms, spans, window_ms)
         # measured spans only: an in-flight span's latency is a lower bound, counted in attainment only
         lat = [s["latency_ms"] for s in m["spans"] if s["source"] != "in-flight"]
         out.append(ConstraintStats(

@@ -22,6 +22,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from spark_governor.aggregators import liveness, queries, runs
+from spark_governor.aggregators.health import DEFAULT_WINDOW_S as DEFAULT_HEALTH_WINDOW_S
+from spark_governor.aggregators.health_timeline import run_verdict
 from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ReporterConflict
 from spark_governor.aggregators.ingest_batch import Pending
 from spark_governor.api import auth
@@ -156,7 +158,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
     app.register_blueprint(build_cluster_blueprint(engine))
     app.register_blueprint(build_partitioning_blueprint(engine))
     app.register_blueprint(build_docs_blueprint())
-    app.register_blueprint(build_health_blueprint(engine, settings.window_ms))
+    app.register_blueprint(build_health_blueprint(engine, settings.window_ms, settings.stopped_after_s))
     app.register_blueprint(build_replay_blueprint(engine, settings.window_ms, settings.evaluation_interval_s))
     auth.install_auth(app, engine, require_report_token=settings.require_report_token,
                       open_reads=settings.open_reads, token_refresh_s=settings.token_refresh_s)
@@ -266,8 +268,14 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
         with engine.connect() as conn:
             j = queries.job_row(conn, job)
             counts = runs.batch_counts(conn, j.id)
-            return jsonify(job=job, runs=[{**s.to_json(), "batches": counts.get(s.run_id, 0)}
-                                          for s in reversed(runs.run_spans(conn, j.id))])
+            now_ms, replayed = int(time.time() * 1000), (j.attachment or {}).get("kind") == "replay"
+            out = []
+            for s in reversed(runs.run_spans(conn, j.id)):
+                at_ms, v = run_verdict(conn, job, s, replayed, now_ms, int(settings.stopped_after_s * 1000),
+                                       DEFAULT_HEALTH_WINDOW_S, settings.window_ms)
+                out.append({**s.to_json(), "batches": counts.get(s.run_id, 0),
+                            "health": {"state": v.state, "reason": v.reason, "evaluated_ms": at_ms}})
+            return jsonify(job=job, runs=out)
 
     @app.get("/api/v1/jobs/<job>/stages")
     def get_stages(job: str):

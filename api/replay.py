@@ -15,6 +15,8 @@ One idea: turn a recorded run into the same statistics a live run produces, on t
 * A log without any streaming query (no ``QueryStartedEvent`` / ``QueryProgressEvent``) is imported as
   a **batch application**: every Spark job's stages and tasks, under one pseudo query id
   (``BATCH_QUERY_ID``), since the live listener only follows jobs of streaming queries.
+* Health on the log's clock: the run's verdict at the log's end and its timeline of verdicts
+  (``aggregators.health_timeline``, the rules and window of a live job's verdict), in ``health`` and ``timeline``.
 * What-if (``policy``): the policy is stored for the job in ``dry-run`` mode and evaluated by the
   governor (``api.governor.Governor.evaluate_job``, the code the scheduler runs) at every evaluation
   point of the log's timeline: every ``evaluation_interval_s`` seconds of log time from the first event,
@@ -51,7 +53,11 @@ from sqlalchemy.engine import Engine
 
 from spark_governor.aggregators import constraints as constraint_store
 from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
-from spark_governor.aggregators.models import decisions, jobs, latency_constraints, policy_configs
+from spark_governor.aggregators.health import DEFAULT_WINDOW_S as HEALTH_WINDOW_S
+from spark_governor.aggregators.health_timeline import health_timeline, verdict_at
+from spark_governor.aggregators.models import decisions, job_runs, jobs, latency_constraints, policy_configs
+from spark_governor.aggregators.runs import run_spans
+from spark_governor.aggregators.trigger_interval import job_trigger_interval_ms
 from spark_governor.api.governor import Governor
 from spark_governor.collectors.event_log import EventLogReader
 from spark_governor.collectors.events import (BATCH_ID, QUERY_ID, EventTranslator, batch_record, complete_progress,
@@ -73,6 +79,8 @@ WANTED = frozenset((*TRANSLATED, PROGRESS, STARTED, TERMINATED, APP_START, APP_E
 #: the pseudo streaming-query id under which a batch application's Spark jobs are imported
 BATCH_QUERY_ID = "batch-application"
 DEFAULT_CONSTRAINT_NAME = "replay"
+#: the constraint a replay judges the run by when the what-if brings none (``Replay._slo``)
+SLO_CONSTRAINT_NAME = "slo"
 
 
 class ReplayError(ValueError):
@@ -101,6 +109,14 @@ class ReplayResult:
     read: dict = field(default_factory=dict)  # collectors.event_log.ReadStats.to_json()
     evaluations: int = 0
     what_if: Optional[dict] = None
+    #: the verdict at the log's end (``aggregators.health.Verdict`` fields) and the timeline's segments
+    #: (``aggregators.health_timeline``); None / empty when nothing was imported
+    health: Optional[dict] = None
+    timeline: list = field(default_factory=list)
+    #: the latency SLO the run was judged by (``Replay._slo``): bound, where it came from, attainment; None: none
+    slo: Optional[dict] = None
+    #: executor-seconds the run used (task-slot-seconds in local mode; module docstring), log time
+    executor_seconds: Optional[float] = None
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -220,9 +236,17 @@ class Replay:
     def __init__(self, engine: Engine, path: str, job: Optional[str] = None, *, window_ms: int = DEFAULT_WINDOW_MS,
                  evaluation_interval_s: float = 10.0, policy: Optional[str] = None,
                  policy_config: Optional[dict] = None, max_records: int = 5_000,
-                 progress: Optional[Callable[[int], None]] = None, fold: bool = True) -> None:
+                 progress: Optional[Callable[[int], None]] = None, fold: bool = True,
+                 health_window_s: float = HEALTH_WINDOW_S, slo_bound_ms: Optional[float] = None,
+                 slo_from_trigger: bool = False, slo_span_s: float = constraint_store.DEFAULT_SPAN_S) -> None:
         self.engine, self.path = engine, path
+        if slo_bound_ms is not None and not (isinstance(slo_bound_ms, (int, float)) and slo_bound_ms > 0):
+            raise ReplayError("bound_ms: must be a positive number of milliseconds")
+        if not slo_span_s > 0:
+            raise ReplayError("span_s: must be a positive number of seconds")
+        self.slo_bound_ms, self.slo_from_trigger, self.slo_span_s = slo_bound_ms, slo_from_trigger, slo_span_s
         self.window_ms, self.evaluation_interval_s = window_ms, evaluation_interval_s
+        self.health_window_s = health_window_s
         self.max_records = max_records
         self.progress = progress
         self.reader = EventLogReader(path)  # path errors surface here (EventLogError names the path)
@@ -417,6 +441,8 @@ class Replay:
         if self.progress is not None:
             self.progress(self.reader.stats.bytes_read - last_progress)
         self.result.last_ms = self._now or None
+        if self.result.first_ms is not None and self.result.last_ms is not None:
+            self.result.executor_seconds = self.knob.integral_s(self.result.first_ms, self.result.last_ms)
         if governor is not None and self.job_id is not None:
             if not installed:
                 self._install_policy(self.result.first_ms or 0)
@@ -430,10 +456,67 @@ class Replay:
             with self.engine.begin() as conn:
                 conn.execute(update(jobs).where(jobs.c.id == self.job_id).values(attachment={
                     "kind": "replay", "imported_ms": int(time.time() * 1000), "log": os.path.basename(self.path)}))
+                # the run ends at the log's last event (ingest stamps a run's last report at most once a second)
+                conn.execute(update(job_runs).where(job_runs.c.job_id == self.job_id,
+                                                    job_runs.c.last_ms < self._now).values(last_ms=self._now))
+            self._slo()
+            self._judge()
         self.result.orphaned_tasks = self.translator.orphaned
         self.result.queries = [{"id": q, "name": n} for q, n in sorted(self.queries.items())]
         self.result.read = self.reader.stats.to_json()
         return self.result
+
+    # -- the run's SLO -----------------------------------------------------------------------------
+    def _slo(self) -> None:
+        """The run's latency SLO: the what-if's constraint, else one of ``slo_bound_ms`` or, with
+        ``slo_from_trigger``, 2 × the trigger interval the batches show (``aggregators.trigger_interval``), stored
+        as the job's constraint :data:`SLO_CONSTRAINT_NAME` (so the verdict and the API judge the run by it) and
+        measured over the whole run into ``result.slo``."""
+        source = None
+        if not self.result.streaming:  # a batch application has no micro-batches to hold to a latency bound
+            return
+        with self.engine.begin() as conn:
+            c = constraint_store.find(conn, self.job_id, self.constraint["name"]) if self.constraint else None
+            if c is not None:
+                source = "--config"
+            else:
+                bound, trigger = self.slo_bound_ms, None
+                if bound is not None:
+                    source = "--bound-ms"
+                elif self.slo_from_trigger:
+                    trigger = job_trigger_interval_ms(conn, self.job_id)
+                    if trigger is not None:
+                        bound, source = 2.0 * trigger, f"2 x the trigger interval ({trigger} ms)"
+                if bound is None:
+                    if self.slo_from_trigger and self.result.streaming:
+                        self.result.slo = {"bound_ms": None, "source": "no trigger interval seen (batches ran back "
+                                                                       "to back): give --bound-ms"}
+                    return
+                conn.execute(insert(latency_constraints).values(
+                    job_id=self.job_id, name=SLO_CONSTRAINT_NAME, vertices=None, bound_ms=float(bound),
+                    span_s=self.slo_span_s, event_time_metric=True, updated_ms=self._now))
+                c = constraint_store.find(conn, self.job_id, SLO_CONSTRAINT_NAME)
+            start, end = self.result.first_ms or 0, self.result.last_ms or 0
+            span_ms = int(c.span_s * 1000)
+            spans = max(1, math.ceil((end - start) / span_ms) + 1)
+            m = constraint_store.measure(conn, self.job, self.job_id, c, end + span_ms, spans, self.window_ms)
+            self.result.slo = {"name": c.name, "bound_ms": c.bound_ms, "span_s": c.span_s, "source": source,
+                               "spans": len(m["spans"]), "attainment": m["attainment"]}
+
+    # -- health on the log's clock ---------------------------------------------------------------
+    def _judge(self) -> None:
+        """The run's verdict at the log's end and its timeline (``aggregators.health_timeline``)."""
+        with self.engine.connect() as conn:
+            run = next((r for r in run_spans(conn, self.job_id) if r.latest), None)
+            if run is None:
+                return
+            v = verdict_at(conn, self.job, run, run.last_ms, self.health_window_s, self.window_ms)
+            self.result.health = {"state": v.state, "reason": v.reason, "evaluated_ms": v.evaluated_ms,
+                                  "window_s": self.health_window_s, "numbers": v.numbers,
+                                  "recommended_executors": v.recommended_executors,
+                                  "recommendation": v.recommendation}
+            self.result.timeline = health_timeline(conn, self.job, run, run.first_ms, run.last_ms,
+                                                   self.health_window_s, self.window_ms)
 
     # -- what-if summary -------------------------------------------------------------------------
     def _what_if(self) -> dict:

@@ -8,6 +8,7 @@ convention; the message names the option or field), 1 nothing could be imported.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Optional
 
@@ -49,6 +50,21 @@ def summary_lines(r: dict) -> list[str]:
             lines.append(f"    {note}")
     else:
         lines.append("  skipped: nothing")
+    h = r.get("health")
+    if h:
+        lines.append(f"health at the log's end: {h['state']} ({h['reason']})")
+        if len(r.get("timeline") or []) > 1:
+            t0 = r["first_ms"] or 0
+            lines.append("  timeline: " + ", ".join(f"{seg['state']} {(seg['from_ms'] - t0) / 1000:.0f}-"
+                                                    f"{(seg['to_ms'] - t0) / 1000:.0f} s" for seg in r["timeline"]))
+    slo = r.get("slo")
+    if slo:
+        pct = "n/a" if slo.get("attainment") is None else f"{100 * slo['attainment']:.0f}%"
+        lines.append(f"SLO: {pct} of {slo.get('spans', 0)} spans within {_fmt(slo['bound_ms'], ' ms')} ({slo['source']})"
+                     if slo.get("bound_ms") is not None else f"SLO: none ({slo['source']})")
+    if r.get("executor_seconds") is not None:
+        unit = "task-slot-seconds" if r["master"] and str(r["master"]).startswith("local") else "executor-seconds"
+        lines.append(f"{unit} used: {_fmt(r['executor_seconds'])}")
     w = r.get("what_if")
     if w:
         lines.append(f"what-if: policy {w['policy']} (dry-run) evaluated {w['evaluations']} times, every "
@@ -71,6 +87,51 @@ def summary_lines(r: dict) -> list[str]:
     return lines
 
 
+def table_lines(rows: list[dict]) -> list[str]:
+    """The directory's table (``api.replay_dir``), worst first, one line per application."""
+    head = ("job (application)", "queries", "duration", "verdict", "SLO attained (bound)", "exec-s used")
+    body = []
+    for r in rows:
+        if r.get("error"):
+            body.append((os.path.basename(r["path"]), "-", "-", "unreadable", r["error"][:120], "-"))
+            continue
+        slo = r.get("slo") or {}
+        if slo.get("bound_ms") is not None:
+            att = "n/a" if slo.get("attainment") is None else f"{100 * slo['attainment']:.0f}%"
+            src = "trigger" if slo["source"].startswith("2 x") else slo["source"].lstrip("-")
+            slo_text = f"{att} ({slo['bound_ms']:g} ms, {src})"
+        else:
+            slo_text = "n/a (no bound)" if r.get("streaming") else "n/a (batch)"
+        exec_s = "-" if r.get("executor_seconds") is None else f"{r['executor_seconds']:,.0f}" + (
+            " slot" if r.get("unit") == "task slots" else "")
+        body.append((r["job"], ",".join(r["queries"]) or "-",
+                     _fmt(r.get("duration_s"), " s") + (" (in progress)" if r.get("in_progress") else ""), r.get("verdict") or "-", slo_text, exec_s))
+    widths = [max(len(str(row[i])) for row in (head, *body)) for i in range(len(head))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in (head, *body)]
+
+
+def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], workers: int, as_json: bool,
+                      no_progress: bool) -> None:
+    from spark_governor.api.replay_dir import application_logs, replay_directory
+
+    n = len(application_logs(path))
+    if n == 0:
+        raise click.ClickException(f"{path}: no event logs in the directory")
+    options = {"slo_bound_ms": bound_ms, "slo_from_trigger": bound_ms is None}
+    if no_progress or as_json:
+        rows = replay_directory(db_url, path, workers, options)
+    else:
+        with click.progressbar(length=n, label=f"replaying {n} applications", file=sys.stderr) as bar:
+            rows = replay_directory(db_url, path, workers, options, progress=lambda _row: bar.update(1))
+    if as_json:
+        click.echo(json.dumps({"directory": path, "applications": rows}, indent=2, default=str))
+    else:
+        for line in table_lines(rows):
+            click.echo(line)
+    if all(r.get("error") for r in rows):
+        raise click.ClickException(f"nothing imported from {path}")
+
+
 @click.command("replay")
 @click.argument("path", type=click.Path(exists=True, dir_okay=True, file_okay=True))
 @click.option("--job", default=None, help="Job name to import as (default: the log's application name).")
@@ -84,16 +145,29 @@ def summary_lines(r: dict) -> list[str]:
               help="Length of a statistics window (as the control plane's serve --window-seconds).")
 @click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
               help="Policy evaluation interval, in seconds of log time.")
+@click.option("--bound-ms", default=None, type=click.FloatRange(min=0, min_open=True),
+              help="Latency bound of the SLO the run is judged by (default: 2 x the trigger interval its batches "
+                   "show; a --config constraint takes precedence).")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Applications imported at once (a directory of applications).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the summary.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[str], config_json: Optional[str],
-                   window_seconds: float, evaluation_seconds: float, as_json: bool, no_progress: bool) -> None:
+                   window_seconds: float, evaluation_seconds: float, bound_ms: Optional[float], workers: int,
+                   as_json: bool, no_progress: bool) -> None:
     """Import the Spark event log at PATH (a file, plain or .lz4/.zstd/.snappy, or a rolling
-    eventlog_v2_* directory) as a job, with the log's own timestamps."""
+    eventlog_v2_* directory) as a job, with the log's own timestamps; or every application of an event-log
+    directory as the History Server keeps it, ending with one table, worst first."""
     from spark_governor.aggregators.db import make_engine, upgrade
     from spark_governor.api.replay import Replay, ReplayError
+    from spark_governor.api.replay_dir import is_application_directory
     from spark_governor.collectors.event_log import EventLogError
 
+    directory = is_application_directory(path)
+    if directory:
+        for name, value in (("--job", job), ("--policy", policy), ("--config", config_json)):
+            if value is not None:
+                raise click.UsageError(f"{name} is for one log, not a directory of applications")
     config = None
     if config_json is not None:
         if policy is None:
@@ -108,11 +182,14 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
         upgrade(db_url)
     except Exception as exc:
         raise click.ClickException(f"--db: cannot open or migrate {db_url}: {exc.__class__.__name__}: {exc}") from None
+    if directory:
+        return _replay_directory(path, db_url, bound_ms, workers, as_json, no_progress)
     engine = make_engine(db_url)
     try:
         try:
             rep = Replay(engine, path, job, window_ms=int(window_seconds * 1000),
-                         evaluation_interval_s=evaluation_seconds, policy=policy, policy_config=config)
+                         evaluation_interval_s=evaluation_seconds, policy=policy, policy_config=config,
+                         slo_bound_ms=bound_ms, slo_from_trigger=bound_ms is None)
         except (ReplayError, EventLogError) as exc:
             raise click.UsageError(str(exc)) from None
         if no_progress or as_json:

@@ -331,3 +331,101 @@ def test_cli_replay_with_kingman_dry_run(event_logs, tmp_path):
     assert bad.exit_code == 2 and "config.constraint.bound_ms" in bad.output
     again = CliRunner().invoke(main, ["replay", event_logs["lz4"], "--db", url, "--job", "what-if"])
     assert again.exit_code == 2 and "already exists" in again.output
+
+
+@pytest.fixture
+def history_dir(event_logs, tmp_path):
+    """A History Server directory of the real logs: plain, lz4, zstd, rolling, batch, one copy of the plain log
+    still being written (``.inprogress``, renamed as another application) and one corrupt (cut) snappy log."""
+    d = tmp_path / "history"
+    d.mkdir()
+    for variant in ("plain", "lz4", "zstd", "rolling", "batch"):
+        src = Path(event_logs[variant])
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, d / src.name)
+    plain = Path(event_logs["plain"]).read_text()
+    app_id = json.loads(next(line for line in plain.splitlines() if "ApplicationStart" in line))["App ID"]
+    (d / "local-1000000000000.inprogress").write_text(plain.replace(app_id, "local-1000000000000"))
+    (d / "local-2000000000000.snappy").write_bytes(Path(event_logs["snappy"]).read_bytes()[:3000])
+    return d
+
+
+def test_a_history_directory_replays_into_one_table_worst_first(event_logs, history_dir, tmp_path):
+    """Issue #43: every readable application a row with its progress events' batch and row counts, a verdict at
+    its end and its SLO; the corrupt log a row with its reason; the CLI's table and its --json agree."""
+    from spark_governor.aggregators.db import upgrade
+    from spark_governor.api.cli import main
+    from spark_governor.api.replay_dir import SEVERITY
+
+    url = f"sqlite:///{tmp_path / 'dir.db'}"
+    upgrade(url)
+    res = CliRunner().invoke(main, ["replay", str(history_dir), "--db", url, "--json", "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["applications"]
+    assert len(rows) == 7
+    by_path = {Path(r["path"]).name: r for r in rows}
+    for variant in ("lz4", "zstd", "rolling"):
+        r = by_path[Path(event_logs[variant]).name]
+        truth = event_logs["truth"][variant]
+        assert r["error"] is None and r["queries"] == ["replay_counts"], r
+        assert r["batches"] == len(truth) and r["rows"] == sum(t["rows"] for t in truth)
+        assert r["verdict"] in SEVERITY and r["verdict"] != "unknown", r
+        assert r["timeline"] and r["timeline"][-1]["state"] == r["verdict"]
+        assert r["executor_seconds"] > 0 and r["unit"] == "task slots"
+        # the writer's trigger is 400 ms: where the batches show it, the implied bound is 2 x 400 ms (or a multiple:
+        # aggregators.trigger_interval reads a multiple of the interval from too few waited starts)
+        assert r["slo"]["bound_ms"] is None or r["slo"]["bound_ms"] % 800 == 0, r["slo"]
+    inprog = by_path["local-1000000000000.inprogress"]
+    assert inprog["in_progress"] and inprog["batches"] == len(event_logs["truth"]["plain"])
+    assert inprog["job"] != by_path[Path(event_logs["plain"]).name]["job"]  # same app name, two jobs
+    batch = by_path[Path(event_logs["batch"]).name]
+    assert not batch["streaming"] and batch["batches"] == 0 and batch["tasks"] > 0 and batch["slo"] is None
+    corrupt = by_path["local-2000000000000.snappy"]
+    assert corrupt["error"] and "truncated" in corrupt["error"], corrupt
+    assert rows[-1] is corrupt or rows[-1] == corrupt  # unreadable logs last
+    ranks = [SEVERITY.index(r["verdict"]) if r["verdict"] in SEVERITY else len(SEVERITY) for r in rows[:-1]]
+    assert ranks == sorted(ranks)  # worst first
+
+    table = CliRunner().invoke(main, ["replay", str(history_dir), "--db", f"sqlite:///{tmp_path / 't.db'}",
+                                      "--no-progress", "--bound-ms", "5000"])
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].split()[:2] == ["job", "(application)"] and len(lines) == 8
+    assert "unreadable" in lines[-1] and "truncated" in lines[-1]
+    assert sum("(5000 ms, bound-ms)" in line for line in lines) == 5  # every streaming application
+
+
+def test_a_replayed_run_is_judged_on_the_logs_clock(event_logs, tmp_path):
+    """The verdict of a replayed run at its end, in the replay's result, in GET …/health (by default and with
+    ?run=) and in the runs listing, is the same, taken at the log's last event."""
+    import requests
+
+    from spark_governor.aggregators.db import make_engine, upgrade
+    from spark_governor.api.replay import replay
+    from spark_governor.api.server import ControlPlane
+
+    url = f"sqlite:///{tmp_path / 'health.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        r = replay(engine, event_logs["plain"], job="judged", slo_bound_ms=1500.0)
+    finally:
+        engine.dispose()
+    assert r.health["state"] not in ("unknown", None) and r.health["evaluated_ms"] == r.last_ms
+    assert r.slo["source"] == "--bound-ms" and r.slo["bound_ms"] == 1500.0 and r.slo["spans"] >= 2
+    assert r.timeline[0]["from_ms"] > r.first_ms and r.timeline[-1]["to_ms"] == r.last_ms
+    assert all(a["to_ms"] < b["from_ms"] and a["state"] != b["state"] for a, b in zip(r.timeline, r.timeline[1:]))
+    plane = ControlPlane(db_url=url, port=0).start()
+    try:
+        base = f"{plane.url}/api/v1/jobs/judged"
+        h = requests.get(f"{base}/health", timeout=30).json()
+        assert h["state"] == r.health["state"] and h["at"] == "run end" and h["evaluated_ms"] == r.last_ms
+        h2 = requests.get(f"{base}/health?run={r.app_id}&timeline=true", timeout=30).json()
+        assert h2["state"] == h["state"] and h2["timeline"] == r.timeline
+        runs = requests.get(f"{base}/runs", timeout=30).json()["runs"]
+        assert [x["health"]["state"] for x in runs] == [h["state"]]
+        bad = requests.get(f"{base}/health?run=all", timeout=30)
+        assert bad.status_code == 400 and "run" in bad.json()["error"]
+        assert requests.get(f"{base}/health?run=nope", timeout=30).status_code == 404
+        assert requests.get(f"{base}/health?timeline=yes", timeout=30).status_code == 400
+    finally:
+        plane.stop()

@@ -1,0 +1,48 @@
+"""The trigger interval read back from a query's batch starts (``aggregators.trigger_interval``), against runs
+scheduled as Spark's ``ProcessingTimeExecutor`` schedules them."""
+from hypothesis import given, settings, strategies as st
+
+from spark_governor.aggregators.trigger_interval import WAITED_MS, trigger_interval_ms
+
+
+def spark_schedule(interval_ms: int, durations: list[int], start_ms: int, late_ms: list[int]) -> list[tuple[int, int]]:
+    """(trigger start, trigger execution) of batches run under ``ProcessingTime(interval_ms)``: a batch that ends
+    before the next multiple of the interval waits for it (and starts up to ``late`` ms after it); one that ends
+    after starts the next at once (a few ms of overhead)."""
+    out, t = [], start_ms
+    for d, late in zip(durations, late_ms):
+        out.append((t, d))
+        nxt = t // interval_ms * interval_ms + interval_ms
+        t = nxt + late if t + d < nxt else t + d + 3
+    return out
+
+
+def test_worked_example_from_a_real_log():
+    # replay-lz4 of tests/spark/event_log_writer.py (trigger 400 ms), 2026-12-07: starts and trigger executions
+    runs = [(1796625611053, 878), (1796625612000, 825), (1796625613201, 716), (1796625614000, 704)]
+    assert trigger_interval_ms(runs) == 400
+
+
+def test_never_waiting_gives_none():
+    runs = [(1000, 500), (1503, 400), (1906, 700), (2648, 100)]  # each batch ran into the next (42 ms at worst)
+    assert trigger_interval_ms(runs) is None
+    assert trigger_interval_ms([(1000, 10), (2000, 10)]) is None  # one wait: too few to read an interval from
+
+
+@settings(max_examples=200, deadline=None)
+@given(interval=st.integers(2, 200).map(lambda k: 50 * k),
+       load=st.lists(st.floats(0.05, 1.8), min_size=8, max_size=40),
+       start=st.integers(1_700_000_000_000, 1_800_000_000_000),
+       late=st.lists(st.integers(0, 5), min_size=40, max_size=40))
+def test_the_interval_spark_scheduled_is_read_back(interval, load, start, late):
+    durations = [max(1, int(f * interval)) for f in load]
+    runs = spark_schedule(interval, durations, start, late)
+    waits = sum(1 for (t0, d0), (t1, _) in zip(runs, runs[1:]) if t1 - (t0 + d0) > WAITED_MS)
+    got = trigger_interval_ms(runs)
+    if waits < 2:
+        assert got is None
+    else:
+        # the interval itself, or a multiple of it when every waited start happens to fall on that multiple
+        assert got is not None and got % interval == 0, (got, interval)
+        waited = [t1 for (t0, d0), (t1, _) in zip(runs, runs[1:]) if t1 - (t0 + d0) > WAITED_MS]
+        assert got <= min(b - a for a, b in zip(waited, waited[1:])) + 20
