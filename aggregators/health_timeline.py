@@ -9,10 +9,10 @@ live job. So a replayed overloaded run is ``underprovisioned`` at its end, not `
 "last 60 s" holds none of it.
 
 When a run's verdict is taken (:func:`verdict_instant`): the latest run of a live job that still reports is judged
-now; every other run — an earlier run, a run that stopped reporting, a replayed run — at its last report (for a
-replay, the log's last event).
+now; every other run — an earlier run, a run that stopped reporting, a replayed run — at its end
+(:func:`end_instant`: its last report, a replay's last event, or just before its queries' final termination).
 
-The timeline (:func:`health_timeline`) judges the run every ``step`` from its first report to its end and merges
+The timeline (:func:`health_timeline`) judges the run every ``step`` from its first report to its end instant and merges
 consecutive instants with the same state into segments ``{from_ms, to_ms, state, reason}``: ``from_ms`` is the
 first instant judged so, ``to_ms`` the last (the next segment's ``from_ms`` is one step later). At most
 :data:`MAX_POINTS` instants: the step grows with the run's length (never below one statistics window).
@@ -23,21 +23,36 @@ import math
 from dataclasses import replace
 from typing import Optional
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.health import HealthConfig, Verdict, job_health
+from spark_governor.aggregators.models import query_states
 from spark_governor.aggregators.runs import RunSpan
 
 #: the most instants a timeline judges (each costs one view: ~20 ms on SQLite)
 MAX_POINTS = 120
 
 
-def verdict_instant(run: RunSpan, replayed: bool, now_ms: int, stopped_after_ms: int) -> int:
+def end_instant(conn: Connection, job_id: int, run: RunSpan) -> int:
+    """The instant an ended run is judged at (epoch ms, control-plane clock; a replay's is the log's): its last
+    report, or just before its queries' final termination when it ended with one (a stopped query is how a run
+    ends, not a fault of the run: judged at the termination, every finished run would be ``unhealthy``)."""
+    rows = conn.execute(select(query_states.c.status, query_states.c.received_ms)
+                        .where(query_states.c.job_id == job_id, query_states.c.received_ms >= run.first_ms,
+                               query_states.c.received_ms <= run.last_ms)).all()
+    live = [r.received_ms for r in rows if r.status != "terminated"]
+    ended = [r.received_ms for r in rows if r.status == "terminated" and (not live or r.received_ms > max(live))]
+    return max(run.first_ms, min(ended) - 1) if ended else run.last_ms
+
+
+def verdict_instant(conn: Connection, job_id: int, run: RunSpan, replayed: bool, now_ms: int,
+                    stopped_after_ms: int) -> int:
     """When ``run``'s verdict is taken (epoch ms): now for the latest run of a live job whose last report is at
-    most ``stopped_after_ms`` old, else the run's last report (a replay's: the log's end)."""
+    most ``stopped_after_ms`` old, else at its end (:func:`end_instant`; a replay's: the log's)."""
     if run.latest and not replayed and run.last_ms >= now_ms - stopped_after_ms:
         return now_ms
-    return run.last_ms
+    return end_instant(conn, job_id, run)
 
 
 def _until(run: Optional[RunSpan], at_ms: int) -> RunSpan:
@@ -55,11 +70,11 @@ def verdict_at(conn: Connection, job: str, run: Optional[RunSpan], at_ms: int, w
     return job_health(conn, job, window_s, window_ms, now_ms=at_ms, config=config, span=_until(run, at_ms))
 
 
-def run_verdict(conn: Connection, job: str, run: Optional[RunSpan], replayed: bool, now_ms: int,
+def run_verdict(conn: Connection, job: str, job_id: int, run: Optional[RunSpan], replayed: bool, now_ms: int,
                 stopped_after_ms: int, window_s: float, window_ms: int) -> tuple[int, Verdict]:
     """``(instant, verdict)`` of ``job``'s ``run`` taken where :func:`verdict_instant` says (None: a job without
     runs, judged now)."""
-    at_ms = now_ms if run is None else verdict_instant(run, replayed, now_ms, stopped_after_ms)
+    at_ms = now_ms if run is None else verdict_instant(conn, job_id, run, replayed, now_ms, stopped_after_ms)
     if at_ms == now_ms:
         return at_ms, job_health(conn, job, window_s, window_ms, now_ms)
     return at_ms, verdict_at(conn, job, run, at_ms, window_s, window_ms)

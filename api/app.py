@@ -271,7 +271,7 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
             now_ms, replayed = int(time.time() * 1000), (j.attachment or {}).get("kind") == "replay"
             out = []
             for s in reversed(runs.run_spans(conn, j.id)):
-                at_ms, v = run_verdict(conn, job, s, replayed, now_ms, int(settings.stopped_after_s * 1000),
+                at_ms, v = run_verdict(conn, job, j.id, s, replayed, now_ms, int(settings.stopped_after_s * 1000),
                                        DEFAULT_HEALTH_WINDOW_S, settings.window_ms)
                 out.append({**s.to_json(), "batches": counts.get(s.run_id, 0),
                             "health": {"state": v.state, "reason": v.reason, "evaluated_ms": at_ms}})

@@ -45,7 +45,7 @@ def build_health_blueprint(engine: Engine, window_ms: int, stopped_after_s: floa
             run = runs.select_run(conn, job, j.id, run_arg)
             now_ms = int(time.time() * 1000)
             replayed = (j.attachment or {}).get("kind") == "replay"
-            at_ms, v = run_verdict(conn, job, run, replayed, now_ms, int(stopped_after_s * 1000), window_s, window_ms)
+            at_ms, v = run_verdict(conn, job, j.id, run, replayed, now_ms, int(stopped_after_s * 1000), window_s, window_ms)
             extra = {}
             if timeline == "true" and run is not None:
                 extra["timeline"] = health_timeline(conn, job, run, run.first_ms, at_ms, window_s, window_ms)

@@ -93,7 +93,8 @@ def _paths() -> dict:
         "/api/v1/jobs/{job}": {"get": {"summary": "One job", "parameters": [JOB],
                                        "responses": _responses(s.Job, 404)}},
         "/api/v1/jobs/{job}/runs": {"get": {
-            "summary": "Runs of the job (each Spark application that reported under its name), newest first",
+            "summary": "Runs of the job (each Spark application that reported under its name), newest first, each "
+                       "with its verdict (the live run's now, an ended one's at its end)",
             "parameters": [JOB], "responses": _responses(s.RunList, 404)}},
         "/api/v1/jobs/{job}/stages": {"get": {
             "summary": "Template vertices (stages) of one run (default: the latest): recent windows merged over "
@@ -119,7 +120,13 @@ def _paths() -> dict:
         "/api/v1/jobs/{job}/health": {"get": {
             "summary": "The job's health verdict (idle, no-progress, unhealthy, underprovisioned, overprovisioned, "
                        "optimal or unknown) with the reason, the numbers behind it and an executor recommendation",
-            "parameters": [JOB, _query_int("window_s", "Seconds of history the verdict looks at", 1, 3600, 60)],
+            "parameters": [JOB, _query_int("window_s", "Seconds of history the verdict looks at", 1, 3600, 60),
+                           _query_str("run", "The run to judge: a run_id from GET /api/v1/jobs/{job}/runs (default: "
+                                             "the latest). The live run is judged now, an ended or replayed one at "
+                                             "its end, on its own clock"),
+                           {"name": "timeline", "in": "query", "required": False,
+                            "schema": {"type": "string", "enum": ["true", "false"], "default": "false"},
+                            "description": "Add the run's verdicts over its life (segments of equal verdicts)"}],
             "responses": _responses(s.JobHealth, 400, 404)}},
         "/api/v1/policies": {"get": {"summary": "Installed policies with their config schema",
                                      "responses": _responses(s.PolicyList)}},

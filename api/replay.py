@@ -27,7 +27,8 @@ One idea: turn a recorded run into the same statistics a live run produces, on t
 Clocks: everything uses the log's milliseconds since the epoch: what is placed in time (task windows,
 batches, evaluation points, decisions' ``created_ms``) and the bookkeeping columns that ``ingest_report``
 stamps for live reports with the control plane's clock (report arrival, reporter and run first/last
-report, template first/last seen): each report is ingested with ``now_ms`` = the latest event time read.
+report, template first/last seen): each report is ingested with ``now_ms`` = the latest event time read, and
+each query state is stamped as received when it was observed.
 
 Speed: events are read lean (``EventLogReader.events(lean=True)``: only the events used are parsed, without
 the parts the translation never reads) and the cyclic garbage collector runs less often while a replay
@@ -54,12 +55,15 @@ from sqlalchemy.engine import Engine
 from spark_governor.aggregators import constraints as constraint_store
 from spark_governor.aggregators.ingest import DEFAULT_WINDOW_MS, ingest_report
 from spark_governor.aggregators.health import DEFAULT_WINDOW_S as HEALTH_WINDOW_S
-from spark_governor.aggregators.health_timeline import health_timeline, verdict_at
-from spark_governor.aggregators.models import decisions, job_runs, jobs, latency_constraints, policy_configs
+from spark_governor.aggregators.health_timeline import end_instant, health_timeline, verdict_at
+from spark_governor.aggregators.models import (decisions, job_runs, jobs, latency_constraints, policy_configs,
+                                               query_states)
 from spark_governor.aggregators.runs import run_spans
-from spark_governor.aggregators.trigger_interval import job_trigger_interval_ms
 from spark_governor.api.governor import Governor
 from spark_governor.collectors.event_log import EventLogReader
+from spark_governor.collectors.query_state import QueryTracker
+from spark_governor.collectors.reporter import STATE_INTERVAL_S
+from spark_governor.collectors.trigger_inference import TriggerInference
 from spark_governor.collectors.events import (BATCH_ID, QUERY_ID, EventTranslator, batch_record, complete_progress,
                                               parse_time_ms, report_body)
 from spark_governor.policies.registry import get_policy, validate_config
@@ -69,13 +73,15 @@ from spark_governor.policies.wire import SCHEMA_VERSION, Report, validate_job_na
 PROGRESS = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 STARTED = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent"
 TERMINATED = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent"
+IDLE = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent"
 APP_START = "SparkListenerApplicationStart"
 APP_END = "SparkListenerApplicationEnd"
 ENV = "SparkListenerEnvironmentUpdate"
 TRANSLATED = ("SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted",
               "SparkListenerTaskEnd", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved")
 _TRANSLATED = frozenset(TRANSLATED)
-WANTED = frozenset((*TRANSLATED, PROGRESS, STARTED, TERMINATED, APP_START, APP_END, ENV))
+WANTED = frozenset((*TRANSLATED, PROGRESS, STARTED, IDLE, TERMINATED, APP_START, APP_END, ENV))
+_QUERY_EVENTS = {STARTED: "started", IDLE: "idle", TERMINATED: "terminated"}
 #: the pseudo streaming-query id under which a batch application's Spark jobs are imported
 BATCH_QUERY_ID = "batch-application"
 DEFAULT_CONSTRAINT_NAME = "replay"
@@ -269,6 +275,10 @@ class Replay:
             if conn.execute(select(jobs.c.id).where(jobs.c.name == self.job)).first() is not None:
                 raise ReplayError(f"job: {self.job!r} already exists; replay into a new job name (--job)")
         self.translator = EventTranslator()
+        # the queries' states as the reporter keeps them, from what the log shows (no status polls, no probe:
+        # no arrival rate extrapolated beyond the offsets)
+        self.tracker = QueryTracker(extrapolate=False)
+        self.triggers: dict[str, TriggerInference] = {}  # query id → its trigger interval read back
         # the reporters' edge fold (report schema v3, policies.task_fold), so a replayed log costs the store what a
         # live job does; ``fold=False`` sends whole task rows (schema v2, deprecated), the same statistics
         self.fold = TaskFold() if fold else None
@@ -355,6 +365,10 @@ class Replay:
             parsed = Report.model_validate(report)
             with self.engine.begin() as conn:
                 res = ingest_report(conn, parsed, self.window_ms, now_ms=self._now or None)
+                if parsed.queries:  # a state arrives when the reporter takes it: on the log's clock, when observed
+                    conn.execute(update(query_states).where(query_states.c.job_id == res.job_id,
+                                                            query_states.c.received_ms == self._now)
+                                 .values(received_ms=query_states.c.observed_ms))
         except Exception as exc:  # the report is not stored at all (one transaction); go on with the next
             self.result.reports_failed += 1
             self.result.records_lost += len(items)
@@ -377,9 +391,22 @@ class Replay:
             self.executors.pop(str(ev.get("Executor ID")), None)
         if kind == STARTED:
             self.queries[str(ev.get("id"))] = ev.get("name") or ""
+        if kind in _QUERY_EVENTS:
+            self.tracker.on_query_event(_QUERY_EVENTS[kind], ev, self._now)
+            if kind == IDLE and ev.get("id"):
+                at = parse_time_ms(ev.get("timestamp"))
+                if at is not None:
+                    self._trigger(str(ev["id"])).idle(at)
+        elif kind == "SparkListenerJobStart":
+            self.tracker.on_job_start(ev)
         if kind == PROGRESS:
             progress = complete_progress(ev.get("progress") or {})
             self.queries.setdefault(str(progress.get("id")), progress.get("name") or "")
+            self.tracker.on_progress(progress)
+            start = parse_time_ms(progress.get("timestamp"))
+            execution = (progress.get("durationMs") or {}).get("triggerExecution")
+            if start is not None and isinstance(execution, (int, float)):
+                self._trigger(str(progress.get("id"))).batch(start, execution)
             self.pending.append(("batch", batch_record(progress)))
         elif kind in _TRANSLATED:
             if kind == "SparkListenerJobStart" and not self.result.streaming:
@@ -390,6 +417,25 @@ class Replay:
             self.pending.extend(self.translator.handle(ev))
         if kind.startswith("SparkListenerExecutor"):
             self.knob.set(self._now, self._knob_value())
+
+    def _trigger(self, query_id: str) -> TriggerInference:
+        """The query's trigger interval as read so far."""
+        t = self.triggers.get(query_id)
+        if t is None:
+            t = self.triggers[query_id] = TriggerInference()
+        return t
+
+    def _states(self, at_ms: int) -> None:
+        """The queries' states at ``at_ms`` (log time), as the reporter sends them every ``STATE_INTERVAL_S``:
+        running batch and its age, backlog from the sources' offsets, idle, terminated
+        (``collectors.query_state``, fed with the log's job starts, progress and query events), with the trigger
+        interval read back from the log (``collectors.trigger_inference``)."""
+        if self.tracker.queries:
+            for query_id, t in self.triggers.items():  # as the reporter reads it from the query itself
+                q = self.tracker.queries.get(query_id)
+                if q is not None and t.interval_ms is not None:
+                    q.trigger_ms = t.interval_ms
+            self.pending.extend(("query", rec) for rec in self.tracker.snapshot(at_ms))
 
     def _knob_value(self) -> int:
         """The ``executors`` knob as the policies count it: task slots in local mode, else executors."""
@@ -413,13 +459,19 @@ class Replay:
         self._now = 0
         last_progress = 0
         installed = False
+        state_ms = int(STATE_INTERVAL_S * 1000)
+        next_state: Optional[int] = None
         for ev in self.reader.events(wanted=WANTED, lean=True):
             t = event_time_ms(ev)
             if isinstance(t, int) and t > 0:
                 if self.result.first_ms is None:
                     self.result.first_ms = t
                     next_eval = t + interval_ms
+                    next_state = t + state_ms
                 self._now = max(self._now, t)
+            while next_state is not None and next_state <= self._now:  # the reporter's state cadence
+                self._states(next_state)
+                next_state += state_ms
             if governor is not None and next_eval is not None and self._now > next_eval:
                 if not installed:
                     self._flush()  # creates the job
@@ -436,6 +488,8 @@ class Replay:
             if self.progress is not None and self.reader.stats.bytes_read - last_progress >= 1 << 16:
                 self.progress(self.reader.stats.bytes_read - last_progress)
                 last_progress = self.reader.stats.bytes_read
+        if self._now:
+            self._states(self._now)
         self._flush()
         self._flush(final=True)
         if self.progress is not None:
@@ -456,9 +510,10 @@ class Replay:
             with self.engine.begin() as conn:
                 conn.execute(update(jobs).where(jobs.c.id == self.job_id).values(attachment={
                     "kind": "replay", "imported_ms": int(time.time() * 1000), "log": os.path.basename(self.path)}))
-                # the run ends at the log's last event (ingest stamps a run's last report at most once a second)
-                conn.execute(update(job_runs).where(job_runs.c.job_id == self.job_id,
-                                                    job_runs.c.last_ms < self._now).values(last_ms=self._now))
+                # the run spans the log, from its first event to its last (ingest stamps a run's reports: the
+                # first flush, and the last at most once a second)
+                conn.execute(update(job_runs).where(job_runs.c.job_id == self.job_id).values(
+                    first_ms=min(self.result.first_ms or self._now, self._now), last_ms=self._now))
             self._slo()
             self._judge()
         self.result.orphaned_tasks = self.translator.orphaned
@@ -469,7 +524,7 @@ class Replay:
     # -- the run's SLO -----------------------------------------------------------------------------
     def _slo(self) -> None:
         """The run's latency SLO: the what-if's constraint, else one of ``slo_bound_ms`` or, with
-        ``slo_from_trigger``, 2 × the trigger interval the batches show (``aggregators.trigger_interval``), stored
+        ``slo_from_trigger``, 2 × the trigger interval read back from the log (``collectors.trigger_inference``), stored
         as the job's constraint :data:`SLO_CONSTRAINT_NAME` (so the verdict and the API judge the run by it) and
         measured over the whole run into ``result.slo``."""
         source = None
@@ -484,7 +539,8 @@ class Replay:
                 if bound is not None:
                     source = "--bound-ms"
                 elif self.slo_from_trigger:
-                    trigger = job_trigger_interval_ms(conn, self.job_id)
+                    found = [t.interval_ms for t in self.triggers.values() if t.interval_ms is not None]
+                    trigger = max(found) if found else None
                     if trigger is not None:
                         bound, source = 2.0 * trigger, f"2 x the trigger interval ({trigger} ms)"
                 if bound is None:
@@ -505,17 +561,19 @@ class Replay:
 
     # -- health on the log's clock ---------------------------------------------------------------
     def _judge(self) -> None:
-        """The run's verdict at the log's end and its timeline (``aggregators.health_timeline``)."""
+        """The run's verdict at its end and its timeline (``aggregators.health_timeline``: just before its queries'
+        final termination, else at the log's last event)."""
         with self.engine.connect() as conn:
             run = next((r for r in run_spans(conn, self.job_id) if r.latest), None)
             if run is None:
                 return
-            v = verdict_at(conn, self.job, run, run.last_ms, self.health_window_s, self.window_ms)
+            end = end_instant(conn, self.job_id, run)
+            v = verdict_at(conn, self.job, run, end, self.health_window_s, self.window_ms)
             self.result.health = {"state": v.state, "reason": v.reason, "evaluated_ms": v.evaluated_ms,
                                   "window_s": self.health_window_s, "numbers": v.numbers,
                                   "recommended_executors": v.recommended_executors,
                                   "recommendation": v.recommendation}
-            self.result.timeline = health_timeline(conn, self.job, run, run.first_ms, run.last_ms,
+            self.result.timeline = health_timeline(conn, self.job, run, run.first_ms, end,
                                                    self.health_window_s, self.window_ms)
 
     # -- what-if summary -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ each (a replay streams its log, so a worker's memory stays bounded) — and retu
 * Each application becomes a job named after it (its app name made a valid job name; when two applications of
   the directory, or a job already in the database, share the name, ``<name>-<appId>``), its run the app id.
 * Its latency SLO: ``bound_ms`` for every application, or the bound its own trigger implies (2 × the trigger
-  interval the batches show, ``aggregators.trigger_interval``); the row says which.
+  interval read back from the log, ``collectors.trigger_inference``); the row says which.
 * Its verdict at its end and its timeline (``aggregators.health_timeline``), its SLO attainment and the
   executor-seconds it used (task-slot-seconds in local mode).
 * A log that cannot be read or imported is a row with the reason (``error``), not an abort.

@@ -96,8 +96,20 @@ class Run(_Body):
     latest: bool  # the run the statistics show by default
 
 
+HealthState = Literal["unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal"]
+
+
+class RunHealth(_Body):
+    """A run's verdict (``aggregators.health_timeline``): the live run's now, an ended one's at its end."""
+
+    state: HealthState
+    reason: str
+    evaluated_ms: int  # the instant judged (the run's clock: a replay's is the log's)
+
+
 class RunSummary(Run):
     batches: int  # micro-batches stored for the run
+    health: RunHealth
 
 
 class RunList(_Body):
@@ -486,18 +498,31 @@ class QueryHealth(_Body):
     numbers: dict[str, Union[float, int, str, None]]
 
 
+class HealthSegment(_Body):
+    """Consecutive instants of a run judged the same (``aggregators.health_timeline``), epoch ms."""
+
+    from_ms: int
+    to_ms: int
+    state: HealthState
+    reason: str
+    recommended_executors: Optional[int]
+
+
 class JobHealth(_Body):
     """The job's health verdict (``aggregators.health``): numbers in seconds, fractions and rows."""
 
     job: str
     window_s: float
-    state: Literal["unknown", "idle", "unhealthy", "no-progress", "underprovisioned", "overprovisioned", "optimal"]
+    run: Optional[Run]  # the run judged (None: a job without runs)
+    at: Literal["now", "run end"]  # judged now (a live run) or at the run's end
+    state: HealthState
     reason: str
     numbers: dict[str, Union[float, int, str, None]]
     recommended_executors: Optional[int]
     recommendation: Optional[str]
     evaluated_ms: int
     queries: list[QueryHealth]  # one verdict per streaming query with a current state
+    timeline: Optional[list[HealthSegment]] = None  # with ?timeline=true: the run's verdicts over its life
 
 
 # -- partitioning (Prompt) ---------------------------------------------------------------------

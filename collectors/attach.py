@@ -54,15 +54,25 @@ def _noop(*_args: Any) -> None:
 
 
 class PySparkListener:
-    """py4j proxy for ``SparkListenerInterface``; forwards selected events to the reporter."""
+    """py4j proxy for ``SparkListenerInterface``; forwards selected events to the reporter, and counts the tasks
+    it saw start and end (``detach`` waits until every task started has ended: :meth:`Attachment.detach`)."""
 
     class Java:
         implements = ["org.apache.spark.scheduler.SparkListenerInterface"]
 
     def __init__(self, reporter: Reporter) -> None:
         self._reporter = reporter
+        self.tasks_started = 0
+        self.tasks_ended = 0
 
     def _forward(self, event: Any) -> None:
+        self._reporter.offer("spark", event)
+
+    def onTaskStart(self, _event: Any) -> None:  # Spark calls every method of the proxy: counting is free
+        self.tasks_started += 1
+
+    def onTaskEnd(self, event: Any) -> None:
+        self.tasks_ended += 1
         self._reporter.offer("spark", event)
 
     def __getattr__(self, name: str):
@@ -266,6 +276,7 @@ class Attachment:
     spark_listener: Any  # the JVM proxy (``jvm_proxy``) of a PySparkListener
     query_listener: Any  # the JVM PythonStreamingQueryListenerWrapper around a ProgressListener
     warmer: Optional[ExecutorWarmer] = None  # warms executors added while the job runs (None: off)
+    python_listener: Optional[PySparkListener] = None  # the Python side of ``spark_listener``
     detached: bool = False
 
     def add_applier(self, knob: str, applier: Any) -> None:
@@ -279,17 +290,18 @@ class Attachment:
         (twice at worst: once for Spark's events, once for the reporter's last posts).
 
         When no streaming query is active any more (the job is ending), it first waits, within the same
-        bound, for the tasks still running to end: a stopped query's cancelled tasks are killed after
-        ``StreamingQuery.stop()`` returns, and their task ends would otherwise reach the event log but not
-        the control plane (2 of 30 tasks in CI, 2026-12-07)."""
+        bound, until every task the listener saw start has ended: a stopped query's cancelled tasks are killed
+        after ``StreamingQuery.stop()`` returns, and Spark posts their task ends later still (after the
+        executors' running-task counts already fell to 0), so they would reach the event log but not the control
+        plane (2 of 30 tasks in CI, twice, 2026-12-07)."""
         if self.detached:
             return
         self.detached = True
         deadline = time.monotonic() + flush_timeout_s
+        listener = self.python_listener
         try:
-            if not self.spark.streams.active:
-                tracker = self.spark.sparkContext.statusTracker()
-                while time.monotonic() < deadline and (tracker.getActiveStageIds() or _running_tasks(self.spark)):
+            if listener is not None and not self.spark.streams.active:
+                while time.monotonic() < deadline and listener.tasks_ended < listener.tasks_started:
                     time.sleep(0.05)
         except Exception as exc:  # the context may already be stopped
             log.debug("running tasks: %r", exc)
@@ -306,12 +318,6 @@ class Attachment:
         except Exception as exc:
             log.debug("removeListener: %r", exc)
         self.reporter.stop(flush_timeout_s)
-
-
-def _running_tasks(spark) -> int:
-    """Tasks running on the application's executors now (``SparkStatusTracker.getExecutorInfos``)."""
-    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
-    return sum(info.numRunningTasks() for info in infos)
 
 
 def live_slots(default_parallelism: int, executors: int, executor_cores: Optional[str], task_cpus: int,
@@ -384,11 +390,12 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
                         appliers={"executors": executors, **(appliers or {})}, live_state=live_state, app_id=sc.applicationId, master=sc.master,
                         query_status=query_status_poller(spark._jsparkSession), token=secret,
                         on_executor_added=warmer, task_detail=task_detail, **reporter_options).start()
-    listener = jvm_proxy(gateway, PySparkListener(reporter))
+    python_listener = PySparkListener(reporter)
+    listener = jvm_proxy(gateway, python_listener)
     sc._jsc.sc().addSparkListener(listener)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
         ProgressListener(reporter))
     spark._jsparkSession.streams().addListener(query_listener)
-    handle = Attachment(spark, reporter, listener, query_listener, warmer)
+    handle = Attachment(spark, reporter, listener, query_listener, warmer, python_listener)
     atexit.register(handle.detach, 2.0)
     return handle

@@ -321,13 +321,15 @@ def paced_durations(progress: dict) -> dict:
 
 
 #: wire report field of each record kind (``policies.wire.Report``)
-_PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions", "executor": "executors"}
+_PLURAL = {"stage": "stages", "task": "tasks", "batch": "batches", "partition": "partitions", "executor": "executors",
+           "query": "queries"}
 
 
 def report_body(items: list, templates: dict[str, StageTemplate], fold: Optional[TaskFold] = None,
                 window_ms: Optional[int] = None, now_ms: Optional[int] = None, final: bool = False) -> dict[str, list]:
     """The record lists of one wire report (``policies.wire.Report``), as the reporter and a replay
-    send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch``, ``partition`` or ``executor``,
+    send them: ``items``, ``(kind, record)`` pairs (kind ``stage``, ``task``, ``batch``, ``partition``, ``executor``
+    or ``query``: a query state, ``collectors.query_state``,
     records as :class:`EventTranslator` and :func:`batch_record` make them), grouped by kind in their
     order, and a description of every template a record refers to (``templates``: key → template,
     :attr:`EventTranslator.known_templates`), in key order.

@@ -192,9 +192,11 @@ class SourceState:
             return (pts[-1][1] - pts[0][1]) * 1000.0 / (pts[-1][0] - pts[0][0])
         return self.reported_rate
 
-    def record(self, now_ms: int, idle_since_ms: Optional[int], probe_rate_s: float = PROBE_RATE_S) -> dict:
+    def record(self, now_ms: int, idle_since_ms: Optional[int], probe_rate_s: float = PROBE_RATE_S,
+               extrapolate: bool = True) -> dict:
         """The wire record at ``now_ms``; with ``idle_since_ms`` the source had nothing new then. With
-        probe samples (:meth:`sample` at ``now_ms``) the rate and the rows available are the probe's."""
+        probe samples (:meth:`sample` at ``now_ms``) the rate and the rows available are the probe's. Without
+        ``extrapolate`` (a replay: only what the log shows) no arrival rate and no rows beyond the latest offset."""
         out: dict[str, Any] = {
             "description": (self.description or None) and str(self.description)[:256],
             "processed_offset": _offset_text(self.processed_offset),
@@ -205,7 +207,7 @@ class SourceState:
             "max_offsets_behind_latest": _nonneg_float(self.metrics.get("maxOffsetsBehindLatest")),
         }
         probed = self.probed(now_ms, probe_rate_s)
-        rate = probed[0] if probed is not None else self.arrival_rate()
+        rate = probed[0] if probed is not None else self.arrival_rate() if extrapolate else None
         out["arrival_rows_per_second"] = rate
         if probed is not None:
             out["arrival_probed"] = True
@@ -263,9 +265,12 @@ class QueryState:
 class QueryTracker:
     """Running batch, completed batches, liveness and source offsets of each streaming query."""
 
-    def __init__(self, probes: Optional[list[SourceProbe]] = None, probe_rate_s: float = PROBE_RATE_S) -> None:
+    def __init__(self, probes: Optional[list[SourceProbe]] = None, probe_rate_s: float = PROBE_RATE_S,
+                 extrapolate: bool = True) -> None:
         """``probes``: source probes (``collectors.source_probe``), the first matching a source is its
-        probe; ``probe_rate_s``: the window of a probed arrival rate (seconds)."""
+        probe; ``probe_rate_s``: the window of a probed arrival rate (seconds); ``extrapolate``: False for a
+        replay (:meth:`SourceState.record`)."""
+        self.extrapolate = extrapolate
         self.queries: dict[str, QueryState] = {}
         self.probes = list(probes or [])
         if not probe_rate_s > 0:
@@ -435,7 +440,7 @@ class QueryTracker:
             if q.terminated_ms is None:
                 for s in q.sources:
                     s.sample(self._probe(q, s), now_ms)
-            sources = [s.record(now_ms, idle_since, self.probe_rate_s) for s in q.sources]
+            sources = [s.record(now_ms, idle_since, self.probe_rate_s, self.extrapolate) for s in q.sources]
             counted = [s for s in sources if s.get("backlog_rows") is not None]
             oldest = [s["oldest_unprocessed_ms"] for s in counted if s.get("oldest_unprocessed_ms") is not None]
             rates = [s["arrival_rows_per_second"] for s in sources if s.get("arrival_rows_per_second") is not None]

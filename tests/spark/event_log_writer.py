@@ -7,7 +7,8 @@ One JVM, one SparkContext after the other, each with its own event-log settings:
   (``spark.eventLog.compress`` + ``spark.eventLog.compression.codec``);
 * ``rolling`` — the same query, zstd, ``spark.eventLog.rolling.enabled`` (Spark 4's default layout) with the smallest allowed
   ``spark.eventLog.rolling.maxFileSize`` (10 MiB: Spark refuses less), an ``eventlog_v2_*`` directory;
-* ``batch``   — a plain batch job (no streaming query), uncompressed.
+* ``batch``   — a plain batch job (no streaming query), uncompressed;
+* ``phases``  — a file-source query that idles, then falls behind (``_phases``), uncompressed.
 
 The ``plain`` run is also reported live (``attach``) to an in-process control plane on the SQLite file
 ``OUT/live.db`` as job ``live-plain``, so a test can compare the replayed statistics with the live ones.
@@ -53,6 +54,36 @@ def _streaming(spark, checkpoint: str) -> list:
     return [{"batch_id": p["batchId"], "rows": p["numInputRows"]} for p in q.recentProgress]
 
 
+def _phases(spark, work: str, checkpoint: str) -> list:
+    """A file-source query that idles, then falls behind: 8 s without files (the trigger finds no data: Spark
+    posts ``QueryIdleEvent``s), then a file of 400 lines every 0.5 s for 16 s, read one file per 2 s trigger in 4
+    partitions by a UDF that works 8 ms per line (3.2 s of work a file, 0.8 s a task: on 2 slots the batches
+    overrun the trigger and the files pile up, and more slots would help)."""
+    from pyspark.sql import functions as F
+
+    incoming = os.path.join(work, "incoming")
+    os.makedirs(incoming, exist_ok=True)
+
+    def slow(line):
+        import time as t
+        t.sleep(0.008)
+        return len(line)
+
+    df = (spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(incoming)
+          .repartition(4).select(F.udf(slow, "int")("value").alias("n")).groupBy().sum("n"))
+    q = (df.writeStream.queryName("phases").outputMode("complete").format("noop")
+         .option("checkpointLocation", checkpoint).trigger(processingTime="2 seconds").start())
+    time.sleep(8)
+    for i in range(32):
+        path = os.path.join(incoming, f"part-{i:03d}.txt")
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(f"line {i} {j}" for j in range(400)))
+        os.rename(path + ".tmp", path)
+        time.sleep(0.5)
+    q.stop()
+    return [{"batch_id": p["batchId"], "rows": p["numInputRows"]} for p in q.recentProgress]
+
+
 def _batch(spark) -> None:
     spark.range(0, 10_000, numPartitions=4).selectExpr("id % 7 as k").groupBy("k").count().collect()
 
@@ -70,6 +101,8 @@ def main(out: str) -> dict:
                      "spark.eventLog.rolling.enabled": "true",
                      "spark.eventLog.rolling.maxFileSize": "10m"}),
         ("batch", {"spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}),
+        ("phases", {"spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
+                    "spark.sql.streaming.noDataProgressEventInterval": "1000ms"}),
     ]
     from spark_governor.api.server import ControlPlane
     from spark_governor.collectors.attach import attach
@@ -87,6 +120,8 @@ def main(out: str) -> dict:
             try:
                 if name == "batch":
                     _batch(spark)
+                elif name == "phases":
+                    truth[name] = _phases(spark, os.path.join(out, "phases-input"), os.path.join(out, "ckpt-phases"))
                 else:
                     truth[name] = _streaming(spark, os.path.join(out, f"ckpt-{name}"))
             finally:

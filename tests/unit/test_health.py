@@ -77,6 +77,19 @@ def test_missed_slo_is_underprovisioned():
     assert v.numbers["budget_s"] == pytest.approx(2.0)  # min(trigger 2, bound 4 − wait 1)
 
 
+def test_a_wait_beyond_the_bound_is_the_trigger_only_when_the_job_keeps_up():
+    """The measured wait for a batch to start includes the queue behind overrunning batches: with batches that
+    keep up it is the trigger's fault (unhealthy: shorten it); behind overrunning batches, underprovisioned."""
+    c = ConstraintStats(name="e2e", vertices=None, bound_s=3.0, span_s=5.0, latency_s=9.0, batching_wait_s=4.0,
+                        attainment=0.0)
+    keeps_up = verdict(view(constraints=(c,), batches=batches(processing=1.0), live=live()))
+    assert keeps_up.state == "unhealthy" and "shorten the trigger interval" in keeps_up.reason
+    behind = verdict(view(constraints=(c,), batches=batches(processing=3.5), live=live()))
+    assert behind.state == "underprovisioned" and "3.50 s against a 2.00 s trigger" in behind.reason
+    stuck = verdict(view(constraints=(c,), live=live(status="running", running_batch_age_s=9.0)))
+    assert stuck.state == "underprovisioned" and "beyond the bound" in stuck.reason
+
+
 def test_growing_backlog_is_underprovisioned():
     lv = live(backlog_growth_rows_per_second=20.0, processing_rows_per_second=100.0)
     v = verdict(view(live=lv))

@@ -1,8 +1,8 @@
-"""The trigger interval read back from a query's batch starts (``aggregators.trigger_interval``), against runs
+"""The trigger interval read back from a query's batch starts (``collectors.trigger_inference``), against runs
 scheduled as Spark's ``ProcessingTimeExecutor`` schedules them."""
 from hypothesis import given, settings, strategies as st
 
-from spark_governor.aggregators.trigger_interval import WAITED_MS, trigger_interval_ms
+from spark_governor.collectors.trigger_inference import WAITED_MS, TriggerInference, trigger_interval_ms
 
 
 def spark_schedule(interval_ms: int, durations: list[int], start_ms: int, late_ms: list[int]) -> list[tuple[int, int]]:
@@ -46,3 +46,16 @@ def test_the_interval_spark_scheduled_is_read_back(interval, load, start, late):
         assert got is not None and got % interval == 0, (got, interval)
         waited = [t1 for (t0, d0), (t1, _) in zip(runs, runs[1:]) if t1 - (t0 + d0) > WAITED_MS]
         assert got <= min(b - a for a, b in zip(waited, waited[1:])) + 20
+
+
+def test_idle_triggers_count_as_waited_starts():
+    """A query that idled (``QueryIdleEvent`` at trigger starts), then ran overloaded batches back to back: the
+    idle triggers give the interval the batches never show (the replayed ``phases`` run, 2026-12-07)."""
+    t = TriggerInference()
+    for at in (1_000_036_000, 1_000_038_000, 1_000_039_000, 1_000_040_000):
+        t.idle(at)
+    t.batch(1_000_043_000, 11_173)
+    t.batch(1_000_054_180, 3_885)  # ran into the next: not a waited start
+    assert t.interval_ms == 1000 and t.starts == [1_000_036_000, 1_000_038_000, 1_000_039_000, 1_000_040_000,
+                                                  1_000_043_000]
+    assert trigger_interval_ms([(1_000_043_000, 11_173), (1_000_054_180, 3_885)]) is None  # the batches alone
