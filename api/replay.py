@@ -244,13 +244,15 @@ class Replay:
                  policy_config: Optional[dict] = None, max_records: int = 5_000,
                  progress: Optional[Callable[[int], None]] = None, fold: bool = True,
                  health_window_s: float = HEALTH_WINDOW_S, slo_bound_ms: Optional[float] = None,
-                 slo_from_trigger: bool = False, slo_span_s: float = constraint_store.DEFAULT_SPAN_S) -> None:
+                 slo_from_trigger: bool = False, slo_span_s: float = constraint_store.DEFAULT_SPAN_S,
+                 timeline: bool = True) -> None:
         self.engine, self.path = engine, path
         if slo_bound_ms is not None and not (isinstance(slo_bound_ms, (int, float)) and slo_bound_ms > 0):
             raise ReplayError("bound_ms: must be a positive number of milliseconds")
         if not slo_span_s > 0:
             raise ReplayError("span_s: must be a positive number of seconds")
         self.slo_bound_ms, self.slo_from_trigger, self.slo_span_s = slo_bound_ms, slo_from_trigger, slo_span_s
+        self.timeline = timeline  # judge the run over its life too (up to 120 verdicts), not only at its end
         self.window_ms, self.evaluation_interval_s = window_ms, evaluation_interval_s
         self.health_window_s = health_window_s
         self.max_records = max_records
@@ -573,8 +575,9 @@ class Replay:
                                   "window_s": self.health_window_s, "numbers": v.numbers,
                                   "recommended_executors": v.recommended_executors,
                                   "recommendation": v.recommendation}
-            self.result.timeline = health_timeline(conn, self.job, run, run.first_ms, end,
-                                                   self.health_window_s, self.window_ms)
+            if self.timeline:
+                self.result.timeline = health_timeline(conn, self.job, run, run.first_ms, end,
+                                                       self.health_window_s, self.window_ms)
 
     # -- what-if summary -------------------------------------------------------------------------
     def _what_if(self) -> dict:

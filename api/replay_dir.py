@@ -19,6 +19,7 @@ then more executor-seconds; unreadable logs last.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -47,6 +48,7 @@ class AppRow:
     batches: int = 0
     rows: int = 0
     tasks: int = 0
+    events: int = 0  # events read from the log
     verdict: Optional[str] = None
     reason: Optional[str] = None
     slo: Optional[dict] = None
@@ -150,7 +152,7 @@ def _import(db_url: str, path: str, job: str, options: dict) -> dict:
     row.application, row.app_id, row.streaming = r.app_name, r.app_id, r.streaming
     row.queries = [q["name"] or q["id"] for q in r.queries]
     row.duration_s = (r.last_ms - r.first_ms) / 1000.0 if r.first_ms and r.last_ms else None
-    row.batches, row.rows, row.tasks = r.batches, r.rows, r.tasks
+    row.batches, row.rows, row.tasks, row.events = r.batches, r.rows, r.tasks, r.read.get("events", 0)
     row.verdict = (r.health or {}).get("state")
     row.reason = (r.health or {}).get("reason")
     row.slo, row.executor_seconds, row.timeline = r.slo, r.executor_seconds, r.timeline
@@ -179,7 +181,8 @@ def replay_directory(db_url: str, directory: str, workers: int = 2, options: Opt
     finally:
         engine.dispose()
     scans, rows = [], []
-    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+    # spawned, not forked: the caller may hold threads (a server, a Spark gateway) that a fork would copy mid-lock
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn")) as pool:
         for p, (info, error) in zip(logs, pool.map(_scan, [str(p) for p in logs])):
             if error is None:
                 scans.append((p, info))

@@ -103,9 +103,14 @@ def _span(section: list[dict]) -> tuple[int, dict]:
     return max(times) - min(times) + 1000, ids
 
 
-def generate_log(template: str, out: str, target_bytes: int, codec: Optional[str] = None) -> dict:
-    """Write a log of about ``target_bytes`` (uncompressed) at ``out`` from ``template``; returns counts."""
+def generate_log(template: str, out: str, target_bytes: int, codec: Optional[str] = None,
+                 app_id: Optional[str] = None, app_name: Optional[str] = None) -> dict:
+    """Write a log of about ``target_bytes`` (uncompressed) at ``out`` from ``template``, as application
+    ``app_id`` named ``app_name`` when given; returns counts."""
     events = _load(template)
+    if app_id or app_name:
+        events = [{**e, **({"App ID": app_id} if app_id else {}), **({"App Name": app_name} if app_name else {})}
+                  if e["Event"] == "SparkListenerApplicationStart" else e for e in events]
     prefix, section, suffix = _split(events)
     period, step = _span(section)
     lines = [json.dumps(e, separators=(",", ":")) for e in section]
@@ -201,3 +206,47 @@ def run_replay_bench(template: str, sizes_mb: tuple = (50, 200), codec: Optional
             "summary": {"events_per_second": [round(r["events_per_second"]) for r in runs],
                         "peak_rss_mib": [round(r["peak_rss_mib_after"]) for r in runs],
                         "size_mb": [r["size_mb"] for r in runs]}}
+
+
+def run_dir_bench(template: str, apps: int = 200, mb_each: float = 1.0, workers: int = 2,
+                  codec: Optional[str] = "zstd", workdir: Optional[str] = None,
+                  log: Callable[[str], None] = print) -> dict:
+    """``bench replay --dir``: a History Server directory of ``apps`` applications generated from ``template``
+    (each about ``mb_each`` MB of uncompressed JSON, renamed: its own app id and name), replayed by
+    ``api.replay_dir.replay_directory`` with ``workers`` processes into a fresh SQLite file, as
+    ``spark-governor replay DIR`` does (verdict at each end, no timeline). Events per second over the whole
+    directory (wall clock), the slowest application, and the peak RSS of the parent and of the largest worker."""
+    from spark_governor.aggregators.db import upgrade
+    from spark_governor.api.replay_dir import replay_directory
+
+    tmp = Path(workdir or tempfile.mkdtemp(prefix="sg-bench-replay-dir-"))
+    logs = tmp / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    events = 0
+    for i in range(apps):
+        app_id = f"local-{1_700_000_000_000 + i}"
+        gen = generate_log(template, str(logs / (app_id + (f".{codec}" if codec else ""))), int(mb_each * 1e6),
+                           codec, app_id=app_id, app_name=f"bench-app-{i:04d}")
+        events += gen["events"]
+    log(f"generated {apps} applications in {logs}: {events:,} events, "
+        f"{sum(f.stat().st_size for f in logs.iterdir()) / 1e6:.0f} MB on disk")
+    db = tmp / "bench.db"
+    url = f"sqlite:///{db}"
+    upgrade(url)
+    t0 = time.perf_counter()
+    rows = replay_directory(url, str(logs), workers, {"timeline": False})
+    seconds = time.perf_counter() - t0
+    read = sum(r.get("events") or 0 for r in rows)
+    failed = [r for r in rows if r.get("error")]
+    out = {"template": template, "apps": apps, "mb_each": mb_each, "workers": workers, "codec": codec or "plain",
+           "cpus": os.cpu_count(), "seconds": seconds, "events": read, "events_generated": events,
+           "events_per_second": read / seconds, "failed": len(failed),
+           "verdicts": {v: sum(1 for r in rows if r.get("verdict") == v) for v in {r.get("verdict") for r in rows}},
+           "peak_rss_mib_parent": _peak_rss_mib(),
+           "peak_rss_mib_worker": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0}
+    log(f"replayed {apps} applications ({len(failed)} failed) in {seconds:.1f} s with {workers} workers: "
+        f"{out['events_per_second']:,.0f} events/s; peak RSS {out['peak_rss_mib_worker']:.0f} MiB per worker")
+    db.unlink(missing_ok=True)
+    for f in logs.iterdir():
+        f.unlink()
+    return out

@@ -218,11 +218,28 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
 @click.option("--sizes-mb", default="100,400", show_default=True,
               help="Comma-separated sizes of the generated logs, in MB of uncompressed JSON.")
 @click.option("--codec", default="plain", show_default=True, type=click.Choice(["plain", "zstd"]))
+@click.option("--dir", "apps", default=None, type=click.IntRange(1, 100_000), metavar="N",
+              help="Instead: a History Server directory of N applications generated from the template "
+                   "(--mb-each MB each, renamed), replayed as `replay DIR` does.")
+@click.option("--mb-each", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="With --dir: MB of uncompressed JSON per application.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="With --dir: workers.")
 @click.option("--out", default="bench-results/replay.json", show_default=True, type=click.Path(dir_okay=False))
-def bench_replay(template: str, sizes_mb: str, codec: str, out: str) -> None:
-    """Replay throughput (events/s, MB/s) and peak memory on generated large event logs."""
+def bench_replay(template: str, sizes_mb: str, codec: str, apps: Optional[int], mb_each: float, workers: int,
+                 out: str) -> None:
+    """Replay throughput (events/s, MB/s) and peak memory on generated large event logs, or (--dir N) on a
+    generated directory of N applications."""
     from spark_governor.bench.output import write_json
-    from spark_governor.bench.replay import run_replay_bench
+    from spark_governor.bench.replay import run_dir_bench, run_replay_bench
+
+    if apps is not None:
+        result = run_dir_bench(template, apps, mb_each, workers, None if codec == "plain" else codec,
+                               log=lambda m: click.echo(m, err=True))
+        write_json(result, out, indent=2)
+        click.echo(json.dumps({k: result[k] for k in ("apps", "workers", "seconds", "events", "events_per_second",
+                                                     "failed", "peak_rss_mib_worker")}, indent=2))
+        click.echo(f"wrote {out}", err=True)
+        return
 
     try:
         sizes = tuple(float(x) for x in sizes_mb.split(",") if x.strip())

@@ -56,9 +56,9 @@ def _streaming(spark, checkpoint: str) -> list:
 
 def _phases(spark, work: str, checkpoint: str) -> list:
     """A file-source query that idles, then falls behind: 8 s without files (the trigger finds no data: Spark
-    posts ``QueryIdleEvent``s), then a file of 400 lines every 0.5 s for 16 s, read one file per 2 s trigger in 4
-    partitions by a UDF that works 8 ms per line (3.2 s of work a file, 0.8 s a task: on 2 slots the batches
-    overrun the trigger and the files pile up, and more slots would help)."""
+    posts ``QueryIdleEvent``s), then a file of 800 lines every 0.5 s for 16 s, read one file per 2 s trigger in 16
+    partitions by a UDF that works 8 ms per line (6.4 s of work a file, 0.4 s a task: on 2 slots the batches
+    overrun the trigger and the files pile up, and more slots would help — on a machine twice as loaded too)."""
     from pyspark.sql import functions as F
 
     incoming = os.path.join(work, "incoming")
@@ -70,14 +70,14 @@ def _phases(spark, work: str, checkpoint: str) -> list:
         return len(line)
 
     df = (spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(incoming)
-          .repartition(4).select(F.udf(slow, "int")("value").alias("n")).groupBy().sum("n"))
+          .repartition(16).select(F.udf(slow, "int")("value").alias("n")).groupBy().sum("n"))
     q = (df.writeStream.queryName("phases").outputMode("complete").format("noop")
          .option("checkpointLocation", checkpoint).trigger(processingTime="2 seconds").start())
     time.sleep(8)
     for i in range(32):
         path = os.path.join(incoming, f"part-{i:03d}.txt")
         with open(path + ".tmp", "w") as f:
-            f.write("\n".join(f"line {i} {j}" for j in range(400)))
+            f.write("\n".join(f"line {i} {j}" for j in range(800)))
         os.rename(path + ".tmp", path)
         time.sleep(0.5)
     q.stop()
