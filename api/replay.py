@@ -85,6 +85,8 @@ _QUERY_EVENTS = {STARTED: "started", IDLE: "idle", TERMINATED: "terminated"}
 #: the pseudo streaming-query id under which a batch application's Spark jobs are imported
 BATCH_QUERY_ID = "batch-application"
 DEFAULT_CONSTRAINT_NAME = "replay"
+#: query states a report carries at most (``policies.wire.Report.queries`` allows 256)
+MAX_STATES_PER_REPORT = 240
 #: the constraint a replay judges the run by when the what-if brings none (``Replay._slo``)
 SLO_CONSTRAINT_NAME = "slo"
 
@@ -281,6 +283,7 @@ class Replay:
         # no arrival rate extrapolated beyond the offsets)
         self.tracker = QueryTracker(extrapolate=False)
         self.triggers: dict[str, TriggerInference] = {}  # query id → its trigger interval read back
+        self._pending_states = 0  # query states in ``pending``
         # the reporters' edge fold (report schema v3, policies.task_fold), so a replayed log costs the store what a
         # live job does; ``fold=False`` sends whole task rows (schema v2, deprecated), the same statistics
         self.fold = TaskFold() if fold else None
@@ -347,7 +350,7 @@ class Replay:
         """Ship what is pending as one report; ``final``: the last one, with every runtime window still open."""
         if not self.pending and not (final and self.fold is not None and self.fold.open and self.job_id is not None):
             return  # an empty report would create the job with nothing in it
-        items, self.pending = self.pending, []
+        items, self.pending, self._pending_states = self.pending, [], 0
         body = report_body(items, self.translator.known_templates, self.fold, self.window_ms, self._now, final)
         self.seq += 1
         slots = self._slots()
@@ -437,7 +440,11 @@ class Replay:
                 q = self.tracker.queries.get(query_id)
                 if q is not None and t.interval_ms is not None:
                     q.trigger_ms = t.interval_ms
-            self.pending.extend(("query", rec) for rec in self.tracker.snapshot(at_ms))
+            states = self.tracker.snapshot(at_ms)
+            if self._pending_states + len(states) > MAX_STATES_PER_REPORT:
+                self._flush()
+            self.pending.extend(("query", rec) for rec in states)
+            self._pending_states += len(states)
 
     def _knob_value(self) -> int:
         """The ``executors`` knob as the policies count it: task slots in local mode, else executors."""
