@@ -32,6 +32,8 @@ from spark_governor.collectors.event_log import EventLogError, log_files
 #: verdicts from the most to the least in need of a person (``aggregators.health.STATES``)
 SEVERITY = ("unhealthy", "no-progress", "underprovisioned", "overprovisioned", "unknown", "idle", "optimal")
 _JOB_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+#: a worker process's engine per database URL (``_import``)
+_ENGINES: dict = {}
 
 
 @dataclass
@@ -138,7 +140,9 @@ def _import(db_url: str, path: str, job: str, options: dict) -> dict:
     from spark_governor.api.replay import Replay, ReplayError
 
     row = AppRow(path=path, job=job, in_progress=any(f.name.endswith(".inprogress") for f in _files(path)))
-    engine = make_engine(db_url)
+    engine = _ENGINES.get(db_url)
+    if engine is None:  # one per worker process: its compiled statements serve every application it imports
+        engine = _ENGINES[db_url] = make_engine(db_url)
     try:
         r = Replay(engine, path, job, **options).run()
     except (ReplayError, EventLogError, ValueError, OSError) as exc:
@@ -147,8 +151,6 @@ def _import(db_url: str, path: str, job: str, options: dict) -> dict:
     except Exception as exc:  # a log no rule foresaw: a row with the reason, not an abort
         row.error = f"{exc.__class__.__name__}: {exc}"
         return row.to_json()
-    finally:
-        engine.dispose()
     row.application, row.app_id, row.streaming = r.app_name, r.app_id, r.streaming
     row.queries = [q["name"] or q["id"] for q in r.queries]
     row.duration_s = (r.last_ms - r.first_ms) / 1000.0 if r.first_ms and r.last_ms else None
