@@ -539,6 +539,8 @@ class Replay:
         source = None
         if not self.result.streaming:  # a batch application has no micro-batches to hold to a latency bound
             return
+        found = [t.interval_ms for t in self.triggers.values() if t.interval_ms is not None]
+        trigger_ms = max(found) if found else None
         with self.engine.begin() as conn:
             c = constraint_store.find(conn, self.job_id, self.constraint["name"]) if self.constraint else None
             if c is not None:
@@ -548,8 +550,7 @@ class Replay:
                 if bound is not None:
                     source = "--bound-ms"
                 elif self.slo_from_trigger:
-                    found = [t.interval_ms for t in self.triggers.values() if t.interval_ms is not None]
-                    trigger = max(found) if found else None
+                    trigger = trigger_ms
                     if trigger is not None:
                         bound, source = 2.0 * trigger, f"2 x the trigger interval ({trigger} ms)"
                 if bound is None:
@@ -566,7 +567,7 @@ class Replay:
             spans = max(1, math.ceil((end - start) / span_ms) + 1)
             m = constraint_store.measure(conn, self.job, self.job_id, c, end + span_ms, spans, self.window_ms)
             self.result.slo = {"name": c.name, "bound_ms": c.bound_ms, "span_s": c.span_s, "source": source,
-                               "spans": len(m["spans"]), "attainment": m["attainment"]}
+                               "spans": len(m["spans"]), "attainment": m["attainment"], "trigger_ms": trigger_ms}
 
     # -- health on the log's clock ---------------------------------------------------------------
     def _judge(self) -> None:

@@ -13,6 +13,8 @@ each (a replay streams its log, so a worker's memory stays bounded) — and retu
 * Its verdict at its end and its timeline (``aggregators.health_timeline``), its SLO attainment and the
   executor-seconds it used (task-slot-seconds in local mode).
 * A log that cannot be read or imported is a row with the reason (``error``), not an abort.
+* With ``predict`` (the CLI passes ``bench.replay_prediction.replay_prediction``: the API's modules do not import the
+  benchmarks), what each executor policy would have used and kept, from the simulator calibrated on the log.
 
 :func:`worst_first` orders rows for the table: by verdict severity (:data:`SEVERITY`), then lower SLO attainment,
 then more executor-seconds; unreadable logs last.
@@ -59,6 +61,9 @@ class AppRow:
     timeline: list = field(default_factory=list)
     in_progress: bool = False  # the log is still being written (``.inprogress``): judged at its last event
     error: Optional[str] = None
+    #: what each executor policy would have done (``bench.replay_prediction.predict``), or why there is no prediction
+    prediction: Optional[dict] = None
+    prediction_reason: Optional[str] = None
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -134,8 +139,9 @@ def _scan(path: str) -> tuple[Optional[dict], Optional[str]]:
         return None, f"{exc.__class__.__name__}: {exc}"
 
 
-def _import(db_url: str, path: str, job: str, options: dict) -> dict:
-    """Import one application (run in a worker process) → :class:`AppRow` as a dict."""
+def _import(db_url: str, path: str, job: str, options: dict, predict: Optional[Callable] = None) -> dict:
+    """Import one application (run in a worker process) → :class:`AppRow` as a dict; ``predict(engine, job,
+    result)`` → ``{"prediction": …}`` or ``{"reason": …}``."""
     from spark_governor.aggregators.db import make_engine
     from spark_governor.api.replay import Replay, ReplayError
 
@@ -162,14 +168,22 @@ def _import(db_url: str, path: str, job: str, options: dict) -> dict:
     if r.reports == 0 or (r.tasks == 0 and r.batches == 0 and r.stages == 0):
         row.error = "nothing imported: " + (", ".join(f"{n} {why}" for why, n in sorted(r.read["skipped"].items()))
                                             or "no events the import reads")
+    elif predict is not None:
+        try:
+            p = predict(engine, job, r.to_json())
+        except Exception as exc:  # a prediction that fails leaves the row's import standing
+            p = {"reason": f"{exc.__class__.__name__}: {exc}"}
+        row.prediction, row.prediction_reason = p.get("prediction"), p.get("reason")
     return row.to_json()
 
 
 def replay_directory(db_url: str, directory: str, workers: int = 2, options: Optional[dict] = None,
-                     progress: Optional[Callable[[dict], None]] = None) -> list[dict]:
+                     progress: Optional[Callable[[dict], None]] = None,
+                     predict: Optional[Callable] = None) -> list[dict]:
     """Import every application of ``directory`` into the database at ``db_url`` (migrated beforehand); rows as
     :class:`AppRow` dicts in :func:`worst_first` order. ``options``: ``api.replay.Replay``'s keyword options for
-    every application. ``progress(row)`` is called as each application is done."""
+    every application. ``progress(row)`` is called as each application is done. ``predict``: a module-level
+    function (it is sent to the worker processes) called after each import (:func:`_import`)."""
     from sqlalchemy import select
 
     from spark_governor.aggregators.db import make_engine
@@ -193,7 +207,7 @@ def replay_directory(db_url: str, directory: str, workers: int = 2, options: Opt
             if progress is not None:
                 progress(rows[-1])
         names = _names(scans, taken)
-        futures = [pool.submit(_import, db_url, str(p), names[p], dict(options or {})) for p, _ in scans]
+        futures = [pool.submit(_import, db_url, str(p), names[p], dict(options or {}), predict) for p, _ in scans]
         for f in as_completed(futures):
             rows.append(f.result())
             if progress is not None:

@@ -100,7 +100,8 @@ def cluster_params(report: dict) -> dict:
     delays, releases, prewarm = [], [], []
     for r in report["results"]:
         prewarm += [float(x) for x in r.get("warm_job_s") or []]
-        delays += registration_delays(r)
+        # a replayed log's executors dated against the application's initial request (bench.replay_prediction)
+        delays += [float(x) for x in r.get("registration_s") or []] + registration_delays(r)
         releases += release_delays(r)
         c, svc = r.get("cluster") or {}, r.get("service") or {}
         p = c.get("provisioning") or {}

@@ -55,3 +55,13 @@ def span_truths(grid_s: np.ndarray, cum_rows: np.ndarray, starts_s, ends_s, span
     pending = np.bincount(idx, weights=rows * ~done, minlength=n)
     return [SpanTruth(i * span_s, float(total[i]), float(weighted[i] / total[i]), float(pending[i]))
             for i in range(n) if total[i] > 0]
+
+
+def schedule_rows(switches: list[tuple[float, float]], end_s: float, grid_s: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """(grid s, rows arrived by each grid point) for a piecewise-constant rate: ``switches`` =
+    [(t_s, rows/s), ...] ascending from t = 0."""
+    grid = np.arange(0.0, end_s + grid_s / 2, grid_s)
+    times = np.array([t for t, _ in switches])
+    rates = np.array([r for _, r in switches])
+    rate = rates[np.maximum(np.searchsorted(times, grid[:-1], side="right") - 1, 0)]
+    return grid, np.concatenate([[0.0], np.cumsum(rate * np.diff(grid))])

@@ -247,9 +247,11 @@ def evaluation_phase(report: dict, run: dict) -> float:
     return max(reversed(phases), key=phases.count)
 
 
-def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], replay: bool = False) -> dict:
+def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], replay: bool = False,
+                 trace: bool = False) -> dict:
     """``run`` simulated on ``seeds`` (``replay``: see :func:`controller`), at the run's trigger and
-    evaluation phases."""
+    evaluation phases. ``trace``: the first seed's run also carries its ``timeline`` ([t s, registered,
+    allocated] at each change) and ``decisions`` ([t s, old, new, reason]), for a picture of it."""
     rate, duration = run_rate(report, run)
     params = replace(params, trigger_phase_s=trigger_phase(report, run),
                      eval_phase_s=evaluation_phase(report, run))
@@ -263,6 +265,9 @@ def simulate_run(report: dict, run: dict, params: SimParams, seeds: list[int], r
                     "allocated_executor_seconds": res.executor_seconds, "actions": len(res.actions),
                     "oscillations": count_oscillations(res.actions, window_s), "batches": len(res.batches),
                     "windows": len(lat)})
+        if trace and len(per) == 1:
+            per[0]["timeline"] = [list(x) for x in res.timeline]
+            per[0]["decisions"] = [[a.t_s, a.old, a.new, a.reason] for a in res.actions]
     att = [x["slo_attainment_windows"] for x in per if x["slo_attainment_windows"] is not None]
     mean = {k: float(np.mean([x[k] for x in per])) for k in (
         "executor_seconds", "allocated_executor_seconds", "actions", "oscillations", "batches", "windows")}

@@ -37,7 +37,9 @@ Metrics per run (the same names as ``bench scaling``):
   driver's per-batch overhead and the service times measured in the run — from the control plane's
   ``GET /api/v1/jobs/<job>/cluster`` when it has them, else from the bench's own progress records and
   executor samples — which ``bench scaling --calibrate`` feeds the simulator (issue 14);
-* ``switches``: [(s since t0, rows/s)] as the rates were written, ``initial_executors``.
+* ``switches``: [(s since t0, rows/s)] as the rates were written, ``initial_executors``;
+* ``prediction`` (when the static run and a policy ran): the static run writes Spark's event log, which is
+  replayed and each policy predicted from it, beside its live run (``bench.scaling_real_prediction``).
 
 No search for the smallest static size here (each size is a run of minutes); ``bench scaling``
 does that search in the simulator.
@@ -56,9 +58,9 @@ import numpy as np
 import requests
 
 from spark_governor.api.processes import wait_for
-from spark_governor.bench.latency_truth import span_truths
+from spark_governor.bench.latency_truth import schedule_rows, span_truths
 from spark_governor.bench.scaling import GOVERNED, count_oscillations
-from spark_governor.bench.scaling_real_measure import measure_run
+from spark_governor.bench.scaling_real_measure import executor_seconds, measure_run
 from spark_governor.bench.scaling_sim_model import Action
 from spark_governor.bench.standalone import Driver, StandaloneCluster
 
@@ -67,34 +69,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DEFAULT_LEVELS = (2000.0, 8000.0, 16000.0, 8000.0, 2000.0)
 POLICIES = (*GOVERNED, "static")
 PARTITIONS = 4  # tasks per stage of bench/scaling_job.py (numPartitions, spark.sql.shuffle.partitions)
-
-
-def schedule_rows(switches: list[tuple[float, float]], end_s: float, grid_s: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
-    """(grid s, rows arrived by each grid point) for a piecewise-constant rate: ``switches`` =
-    [(t_s, rows/s), ...] ascending from t = 0."""
-    grid = np.arange(0.0, end_s + grid_s / 2, grid_s)
-    times = np.array([t for t, _ in switches])
-    rates = np.array([r for _, r in switches])
-    rate = rates[np.maximum(np.searchsorted(times, grid[:-1], side="right") - 1, 0)]
-    return grid, np.concatenate([[0.0], np.cumsum(rate * np.diff(grid))])
-
-
-def executor_seconds(samples: list[dict], start: float, end: float) -> float:
-    """∫ executors dt over [start, end] (epoch s) from per-second samples (step function)."""
-    pts = [(s["t"], s["executors"]) for s in samples if s.get("executors") is not None]
-    total, prev_t, prev_n = 0.0, start, None
-    for t, n in pts:
-        if t <= start:
-            prev_n = n
-            continue
-        if t > end:
-            break
-        if prev_n is not None:
-            total += prev_n * (t - prev_t)
-        prev_t, prev_n = t, n
-    if prev_n is not None:
-        total += prev_n * (end - prev_t)
-    return total
 
 
 def run_metrics(switches, t0: float, t_end: float, progress: list[dict], samples: list[dict],
@@ -195,21 +169,26 @@ def launch_hold_waves() -> float:
 def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: float, trigger_s: float, bound_s: float,
             span_s: float, initial_executors: int, max_executors: int, row_cost_us: float, oscillation_window_s: float,
             config: Optional[dict] = None, source_probe: bool = True, warm_executors: bool = True,
-            launch_hold: bool = True, jar_only: bool = False, log: Callable[[str], None] = lambda m: None) -> dict:
+            launch_hold: bool = True, jar_only: bool = False, event_log: Optional[Path] = None,
+            log: Callable[[str], None] = lambda m: None) -> dict:
     """One run: ``policy`` is one of :data:`GOVERNED` (acting on the job, with ``config``: overrides of its
     defaults) or ``static``; ``source_probe``: the job's reporter probes its source's rate file
     (``collectors.source_probe.RateFileProbe``); ``warm_executors``: ``attach`` warms added executors
     (``collectors.executor_warmup``, its default); ``launch_hold``: the job runs the listener jar's launch
     hold (``collectors.launch_hold``); ``jar_only``: no ``attach()``, the listener jar reports and applies
-    executors, attached by Spark confs alone (then no probe and no warm-up: both are ``attach()``'s)."""
+    executors, attached by Spark confs alone (then no probe and no warm-up: both are ``attach()``'s);
+    ``event_log``: the job writes Spark's event log into this directory (``out["event_log"]``: its file)."""
     job = f"real-{policy}"
     _put(f"{plane.url}/api/v1/jobs/{job}/constraints/e2e?register=true", {"bound_ms": bound_s * 1000, "span_s": span_s})
     tmp = workdir / job
     tmp.mkdir(parents=True, exist_ok=True)
+    if event_log is not None:
+        event_log.mkdir(parents=True, exist_ok=True)
     driver = Driver(tmp, cluster, plane, job, initial_executors=initial_executors, initial_rate=levels[0],
                     extra_args=("--row-cost-us", str(row_cost_us), "--trigger-seconds", str(trigger_s),
                                 *(() if source_probe else ("--no-probe",)), *(() if warm_executors else ("--no-warm",)),
-                                *(("--launch-hold",) if launch_hold else ()), *(("--jar-only",) if jar_only else ())))
+                                *(("--launch-hold",) if launch_hold else ()), *(("--jar-only",) if jar_only else ()),
+                                *(("--event-log", str(event_log)) if event_log is not None else ())))
     try:
         wait_for(lambda: driver.executors() == initial_executors, 300, 1, f"{job}: {initial_executors} executors")
         # warm-up: the rows offered while the query started make the first batches large; begin once
@@ -252,6 +231,10 @@ def run_one(cluster, plane, workdir: Path, policy: str, *, levels, level_s: floa
     out["slot_held_s"] = next((x["slot_held_s"] for x in reversed(driver.samples())
                                if x.get("slot_held_s") is not None), {})
     out["evaluation_phase_s"] = evaluation_phase
+    out["t0_ms"], out["t_end_ms"] = int(t0 * 1000), int(t_end * 1000)
+    if event_log is not None:
+        logs = sorted(p for p in event_log.iterdir() if not p.name.startswith("."))
+        out["event_log"] = str(logs[-1]) if logs else None
     out["policy"] = policy if policy != "static" else f"static-{initial_executors}"
     out["timeline"] = [[s["t"] - t0, s["executors"]] for s in driver.samples() if t0 - 5 <= s["t"] <= t_end]
     out["decisions"] = [{"t_s": d["created_ms"] / 1000.0 - t0, "old": d["old_value"], "new": d["new_value"],
@@ -309,14 +292,15 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                                        max_executors=max_executors, row_cost_us=row_cost_us,
                                        oscillation_window_s=window_s, config=configs.get(policy),
                                        source_probe=source_probe, warm_executors=warm_executors,
-                                       launch_hold=launch_hold, jar_only=jar_only, log=log))
+                                       launch_hold=launch_hold, jar_only=jar_only,
+                                       event_log=workdir / "events" if policy == "static" else None, log=log))
         finally:
             plane.stop()
     static = next((r for r in results if r["policy"].startswith("static")), None)
     for r in results:
         r["ratio_vs_static"] = r["executor_seconds"] / static["executor_seconds"] if static else None
         r["slo_met"] = r["slo_attainment_windows"] is not None and r["slo_attainment_windows"] >= 0.95 - 1e-12
-    return {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
+    report = {"results": results, "levels": list(levels), "level_s": level_s, "trigger_s": trigger_s,
             "bound_s": bound_s, "span_s": span_s, "max_executors": max_executors, "row_cost_us": row_cost_us,
             "evaluation_interval_s": evaluation_interval_s, "window_ms": window_ms, "partitions": PARTITIONS,
             "static_executors": static_executors, "kingman_config": full_config("kingman", configs.get("kingman")),
@@ -328,6 +312,16 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "slot_hold": bool(launch_hold and warm_executors),
             "surge_ratio": settings.surge_ratio or None, "source_arrivals": SOURCE_ARRIVALS,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if static is not None and static.get("event_log") and len(results) > 1:
+        # the static run's log replayed and every policy predicted from it, beside the live runs (issue #43)
+        from spark_governor.bench.scaling_real_prediction import static_prediction
+
+        try:
+            report["prediction"] = static_prediction(report, workdir)
+        except Exception as exc:  # keep the runs' numbers; say what is missing
+            log(f"prediction from the static run's log failed: {exc.__class__.__name__}: {exc}")
+            report["prediction_error"] = f"{exc.__class__.__name__}: {exc}"
+    return report
 
 
 #: how the job's source offers rows against the rate schedule (``collectors.sources.rate_file``): "schedule",

@@ -201,3 +201,21 @@ def measure_run(url: str, job: str, *, decisions: list[dict], samples: list[dict
              "driver_overhead": overhead}
     return {"cluster": merge_cluster(fetch_cluster(url, job, get), bench), "service": service,
             "batch_points": points}
+
+
+def executor_seconds(samples: list[dict], start: float, end: float) -> float:
+    """∫ executors dt over [start, end] (epoch s) from per-second samples (step function)."""
+    pts = [(s["t"], s["executors"]) for s in samples if s.get("executors") is not None]
+    total, prev_t, prev_n = 0.0, start, None
+    for t, n in pts:
+        if t <= start:
+            prev_n = n
+            continue
+        if t > end:
+            break
+        if prev_n is not None:
+            total += prev_n * (t - prev_t)
+        prev_t, prev_n = t, n
+    if prev_n is not None:
+        total += prev_n * (end - prev_t)
+    return total

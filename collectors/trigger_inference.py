@@ -9,8 +9,9 @@ starts that followed a wait — more than :data:`WAITED_MS` after the previous b
 multiples of ``T`` to a few ms (measured: 0–2 ms late, 2026-12-07), while a batch that ran into the next starts at
 once, anywhere (measured: up to 42 ms after the previous one ended, on a loaded machine). ``T`` is the longest
 interval (a multiple of :data:`RESOLUTION_MS`, at least :data:`SHORTEST_MS`, at most the shortest gap between two
-such starts) among those the most of them align to, within :data:`TOLERANCE_MS` — at least :data:`ALIGNED_SHARE`
-of them (a start that waited by chance after an overrun aligns with nothing; ``2T`` takes about half of them). A query whose
+such starts) that at least :data:`ALIGNED_SHARE` of them align to, within :data:`TOLERANCE_MS` (a start that waited
+by chance after an overrun aligns with ``T`` only by chance, and with a fraction of ``T`` more often: the longest,
+not the one aligning the most; ``2T`` takes about half of them). A query whose
 triggers never waited (the default trigger, or a run overloaded throughout) or waited fewer than :data:`MIN_WAITS`
 times gives None. With few waited starts the interval read may be a multiple of ``T`` (two starts 2T apart fit 2T
 as well as T): an upper bound, never a fraction.
@@ -54,10 +55,11 @@ def interval_from_starts(starts: Iterable[int]) -> Optional[int]:
     if candidates.size == 0:
         return None
     share = ((arr[None, :] % candidates[:, None]) <= TOLERANCE_MS).mean(axis=1)
-    best = share.max()
-    if best < ALIGNED_SHARE:
+    if share.max() < ALIGNED_SHARE:
         return None
-    return int(candidates[share >= best - 1e-9][-1])
+    # the longest that aligns enough of them: a fraction T/k aligns every start T does, and an overrun's start that
+    # ran just past WAITED_MS after its predecessor by chance too (a static run's first batches: 1.6 s read for 8 s)
+    return int(candidates[share >= ALIGNED_SHARE][-1])
 
 
 def trigger_interval_ms(runs: Iterable[tuple[int, float]]) -> Optional[int]:

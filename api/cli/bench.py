@@ -589,6 +589,11 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)
     click.echo(format_real_table(report))
+    if report.get("prediction"):
+        from spark_governor.bench.scaling_real_prediction import format_prediction
+
+        click.echo("")
+        click.echo(format_prediction(report["prediction"]))
     click.echo(f"wrote {out} ({time.perf_counter() - started:.0f} s)", err=True)
 
 

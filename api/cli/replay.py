@@ -84,16 +84,60 @@ def summary_lines(r: dict) -> list[str]:
                          "with a prediction in force")
         else:
             lines.append("  SLO: no latency constraint given (add \"constraint\": {\"bound_ms\": ...} to --config)")
+    return lines + prediction_lines(r.get("prediction"), r.get("prediction_reason"))
+
+
+#: the executor policies the table predicts, with their column heads
+PREDICTED = (("kingman", "kingman"), ("threshold", "threshold"), ("utilization-target", "util-target"))
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def prediction_cells(p: Optional[dict], reason: Optional[str]) -> tuple[str, ...]:
+    """Per predicted policy "executor-seconds (attainment)", then the saving of the cheapest policy that keeps
+    95 % of the spans (``bench.replay_prediction.best``); "-" and the reason when there is no prediction."""
+    from spark_governor.bench.replay_prediction import best
+
+    if not p:
+        return ("-",) * len(PREDICTED) + (f"- ({reason})" if reason else "-",)
+    cells = []
+    for name, _ in PREDICTED:
+        x = p["policies"].get(name)
+        cells.append("-" if x is None else f"{x['executor_seconds']:,.0f} ({_pct(x['attainment'])})")
+    b = best(p)
+    cells.append(f"{100 * p['policies'][b]['saving']:.0f}% {b}" if b else "none keeps 95%")
+    return tuple(cells)
+
+
+def prediction_lines(p: Optional[dict], reason: Optional[str]) -> list[str]:
+    """The summary's lines of a run's prediction (``bench.replay_prediction.predict``)."""
+    if not p:
+        return [f"prediction: none ({reason})"] if reason else []
+    lines = [f"prediction (simulator calibrated on this log; {p['duration_s']:.0f} s from the first trigger, "
+             f"bound {p['bound_s']:g} s per {p['span_s']:g} s span, 1..{p['max_executors']} executors, "
+             f"seeds {p['seeds'][0]}..{p['seeds'][-1]}):",
+             f"  as run: {p['executor_seconds']:,.0f} executor-seconds, {_pct(p['measured_attainment'])} of spans "
+             f"(simulated {_pct(p['policies']['as run']['attainment'])})"]
+    for name, x in p["policies"].items():
+        if name != "as run":
+            lines.append(f"  {name}: {x['executor_seconds']:,.0f} executor-seconds ({x['ratio_vs_run']:.2f}x), "
+                         f"{_pct(x['attainment'])} of spans, {x['actions']:.1f} actions")
+    if p.get("defaults"):
+        lines.append("  not in the log (simulator defaults): " + ", ".join(p["defaults"]))
     return lines
 
 
 def table_lines(rows: list[dict]) -> list[str]:
     """The directory's table (``api.replay_dir``), worst first, one line per application."""
-    head = ("job (application)", "queries", "duration", "verdict", "SLO attained (bound)", "exec-s used")
+    head = ("job (application)", "queries", "duration", "verdict", "SLO attained (bound)", "exec-s used",
+            *(f"{h} exec-s (SLO)" for _, h in PREDICTED), "saving")
     body = []
     for r in rows:
         if r.get("error"):
-            body.append((os.path.basename(r["path"]), "-", "-", "unreadable", r["error"][:120], "-"))
+            body.append((os.path.basename(r["path"]), "-", "-", "unreadable", r["error"][:120], "-",
+                         *("-",) * (len(PREDICTED) + 1)))
             continue
         slo = r.get("slo") or {}
         if slo.get("bound_ms") is not None:
@@ -105,29 +149,70 @@ def table_lines(rows: list[dict]) -> list[str]:
         exec_s = "-" if r.get("executor_seconds") is None else f"{r['executor_seconds']:,.0f}" + (
             " slot" if r.get("unit") == "task slots" else "")
         body.append((r["job"], ",".join(r["queries"]) or "-",
-                     _fmt(r.get("duration_s"), " s") + (" (in progress)" if r.get("in_progress") else ""), r.get("verdict") or "-", slo_text, exec_s))
+                     _fmt(r.get("duration_s"), " s") + (" (in progress)" if r.get("in_progress") else ""),
+                     r.get("verdict") or "-", slo_text, exec_s,
+                     *prediction_cells(r.get("prediction"), r.get("prediction_reason"))))
     widths = [max(len(str(row[i])) for row in (head, *body)) for i in range(len(head))]
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in (head, *body)]
 
 
-def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], workers: int, as_json: bool,
-                      no_progress: bool) -> None:
+def _write_report(report: Optional[str], db_url: str, rows: list[dict], title: str,
+                  table: Optional[list[str]] = None) -> None:
+    if report is None:
+        return
+    from spark_governor.aggregators.db import make_engine
+    from spark_governor.api.replay_report import write_report
+
+    engine = make_engine(db_url)
+    try:
+        write_report(report, engine, rows, title, table)
+    except OSError as exc:
+        raise click.ClickException(f"--report: cannot write {report}: {exc.strerror or exc}") from None
+    finally:
+        engine.dispose()
+    click.echo(f"wrote {report}", err=True)
+
+
+def directory_constraint(config: dict) -> tuple[float, float]:
+    """(bound ms, span s) of a directory's ``--config``: only ``{"constraint": {"bound_ms", "span_s"?}}`` (there is no
+    policy to configure); click's BadParameter naming the field otherwise."""
+    extra = set(config) - {"constraint"}
+    c = config.get("constraint")
+    if extra or not isinstance(c, dict):
+        raise click.BadParameter('for a directory, only {"constraint": {"bound_ms": ..., "span_s": ...}}'
+                                 + (f" (unknown field {sorted(extra)[0]!r})" if extra else ""), param_hint="--config")
+    bound, span = c.get("bound_ms"), c.get("span_s", 5.0)
+    for name, v in (("bound_ms", bound), ("span_s", span)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise click.BadParameter(f"constraint.{name}: must be a positive number", param_hint="--config")
+    unknown = set(c) - {"bound_ms", "span_s"}
+    if unknown:
+        raise click.BadParameter(f"constraint.{sorted(unknown)[0]}: unknown field", param_hint="--config")
+    return float(bound), float(span)
+
+
+def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], span_s: Optional[float], workers: int,
+                      as_json: bool, no_progress: bool, report: Optional[str]) -> None:
     from spark_governor.api.replay_dir import application_logs, replay_directory
+    from spark_governor.bench.replay_prediction import replay_prediction
 
     n = len(application_logs(path))
     if n == 0:
         raise click.ClickException(f"{path}: no event logs in the directory")
-    options = {"slo_bound_ms": bound_ms, "slo_from_trigger": bound_ms is None}
+    options = {"slo_bound_ms": bound_ms, "slo_from_trigger": bound_ms is None,
+               **({"slo_span_s": span_s} if span_s is not None else {})}
     if no_progress or as_json:
-        rows = replay_directory(db_url, path, workers, options)
+        rows = replay_directory(db_url, path, workers, options, predict=replay_prediction)
     else:
         with click.progressbar(length=n, label=f"replaying {n} applications", file=sys.stderr) as bar:
-            rows = replay_directory(db_url, path, workers, options, progress=lambda _row: bar.update(1))
+            rows = replay_directory(db_url, path, workers, options, progress=lambda _row: bar.update(1),
+                                    predict=replay_prediction)
     if as_json:
         click.echo(json.dumps({"directory": path, "applications": rows}, indent=2, default=str))
     else:
         for line in table_lines(rows):
             click.echo(line)
+    _write_report(report, db_url, rows, f"replay of {path}", table_lines(rows))
     if all(r.get("error") for r in rows):
         raise click.ClickException(f"nothing imported from {path}")
 
@@ -140,7 +225,8 @@ def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], workers
 @click.option("--policy", default=None, help="Run this policy in dry-run mode over the replayed timeline.")
 @click.option("--config", "config_json", default=None, metavar="JSON",
               help='The policy\'s config as JSON; may carry a latency constraint as '
-                   '"constraint": {"bound_ms": 2000, "span_s": 5}.')
+                   '"constraint": {"bound_ms": 2000, "span_s": 5} (for a directory: only that constraint, '
+                   'which every application is judged by).')
 @click.option("--window-seconds", default=5.0, show_default=True, type=click.FloatRange(0.1, 3600),
               help="Length of a statistics window (as the control plane's serve --window-seconds).")
 @click.option("--evaluation-seconds", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
@@ -152,9 +238,12 @@ def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], workers
               help="Applications imported at once (a directory of applications).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the summary.")
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option("--report", default=None, type=click.Path(dir_okay=False, writable=True), metavar="FILE.html",
+              help="Also write one self-contained HTML page: per run its figure (rates, batch durations, latency vs "
+                   "the bound, executors vs each policy's prediction, health timeline) and decisions.")
 def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[str], config_json: Optional[str],
                    window_seconds: float, evaluation_seconds: float, bound_ms: Optional[float], workers: int,
-                   as_json: bool, no_progress: bool) -> None:
+                   as_json: bool, no_progress: bool, report: Optional[str]) -> None:
     """Import the Spark event log at PATH (a file, plain or .lz4/.zstd/.snappy, or a rolling
     eventlog_v2_* directory) as a job, with the log's own timestamps; or every application of an event-log
     directory as the History Server keeps it, ending with one table, worst first."""
@@ -165,12 +254,12 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
 
     directory = is_application_directory(path)
     if directory:
-        for name, value in (("--job", job), ("--policy", policy), ("--config", config_json)):
+        for name, value in (("--job", job), ("--policy", policy)):
             if value is not None:
                 raise click.UsageError(f"{name} is for one log, not a directory of applications")
     config = None
     if config_json is not None:
-        if policy is None:
+        if policy is None and not directory:
             raise click.UsageError("--config needs --policy")
         try:
             config = json.loads(config_json)
@@ -178,12 +267,15 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--config") from None
         if not isinstance(config, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--config")
+    span_s = None
+    if directory and config is not None:  # checked before the database is touched
+        bound_ms, span_s = directory_constraint(config)
     try:
         upgrade(db_url)
     except Exception as exc:
         raise click.ClickException(f"--db: cannot open or migrate {db_url}: {exc.__class__.__name__}: {exc}") from None
     if directory:
-        return _replay_directory(path, db_url, bound_ms, workers, as_json, no_progress)
+        return _replay_directory(path, db_url, bound_ms, span_s, workers, as_json, no_progress, report)
     engine = make_engine(db_url)
     try:
         try:
@@ -199,9 +291,13 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
                                    show_pos=False, file=sys.stderr) as bar:
                 rep.progress = bar.update
                 result = rep.run()
+        out = result.to_json()
+        from spark_governor.bench.replay_prediction import replay_prediction
+
+        p = replay_prediction(engine, rep.job, out)
+        out["prediction"], out["prediction_reason"] = p.get("prediction"), p.get("reason")
     finally:
         engine.dispose()
-    out = result.to_json()
     if as_json:
         click.echo(json.dumps(out, indent=2, default=str))
     else:
@@ -209,6 +305,7 @@ def replay_command(path: str, job: Optional[str], db_url: str, policy: Optional[
             click.echo(line)
     if result.reports == 0 or (result.tasks == 0 and result.batches == 0 and result.stages == 0):
         raise click.ClickException(f"nothing imported from {path}")
+    _write_report(report, db_url, [out], f"replay of {os.path.basename(path)}")
 
 
 @click.command("replay")

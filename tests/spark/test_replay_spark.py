@@ -338,6 +338,10 @@ def test_cli_replay_with_kingman_dry_run(event_logs, tmp_path):
     assert again.exit_code == 2 and "already exists" in again.output
 
 
+#: bench scaling-real's static run (4 executors, 2 000 → 8 000 → 16 000 → 8 000 → 2 000 rows/s × 50 s), 2026-12-07
+STANDALONE_LOG = Path(__file__).parents[1] / "data" / "standalone-static-log" / "eventlog_v2_app-20261207095644-0000"
+
+
 @pytest.fixture
 def history_dir(event_logs, tmp_path):
     """A History Server directory of the real logs: plain, lz4, zstd, rolling, batch, one copy of the plain log
@@ -351,6 +355,8 @@ def history_dir(event_logs, tmp_path):
     app_id = json.loads(next(line for line in plain.splitlines() if "ApplicationStart" in line))["App ID"]
     (d / "local-1000000000000.inprogress").write_text(plain.replace(app_id, "local-1000000000000"))
     (d / "local-2000000000000.snappy").write_bytes(Path(event_logs["snappy"]).read_bytes()[:3000])
+    # a static run of bench scaling-real's job on the standalone cluster (rolling, zstd): executors to predict for
+    shutil.copytree(STANDALONE_LOG, d / STANDALONE_LOG.name)
     return d
 
 
@@ -366,8 +372,19 @@ def test_a_history_directory_replays_into_one_table_worst_first(event_logs, hist
     res = CliRunner().invoke(main, ["replay", str(history_dir), "--db", url, "--json", "--workers", "2"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["applications"]
-    assert len(rows) == 7
+    assert len(rows) == 8
     by_path = {Path(r["path"]).name: r for r in rows}
+    # the standalone run: every executor policy predicted, the run as it was reproduced by the calibrated simulator
+    standalone = by_path[STANDALONE_LOG.name]
+    assert standalone["unit"] == "executors" and standalone["prediction"], standalone.get("prediction_reason")
+    p = standalone["prediction"]
+    assert set(p["policies"]) == {"as run", "kingman", "threshold", "utilization-target"}
+    assert abs(p["policies"]["as run"]["attainment"] - p["measured_attainment"]) <= 0.05
+    assert p["partitions"] == 4 and p["max_executors"] == 4 and p["trigger_s"] == 8.0
+    for name in ("kingman", "threshold", "utilization-target"):
+        x = p["policies"][name]
+        assert 0 < x["executor_seconds"] < p["executor_seconds"] and x["attainment"] >= 0.9, (name, x)
+    assert by_path[Path(event_logs["zstd"]).name]["prediction_reason"].startswith("local mode")
     for variant in ("lz4", "zstd", "rolling"):
         r = by_path[Path(event_logs[variant]).name]
         truth = event_logs["truth"][variant]
@@ -390,13 +407,42 @@ def test_a_history_directory_replays_into_one_table_worst_first(event_logs, hist
     ranks = [SEVERITY.index(r["verdict"]) if r["verdict"] in SEVERITY else len(SEVERITY) for r in rows[:-1]]
     assert ranks == sorted(ranks)  # worst first
 
-    table = CliRunner().invoke(main, ["replay", str(history_dir), "--db", f"sqlite:///{tmp_path / 't.db'}",
-                                      "--no-progress", "--bound-ms", "5000"])
+    page = tmp_path / "report.html"
+    table = CliRunner().invoke(main, [
+        "replay", str(history_dir), "--db", f"sqlite:///{tmp_path / 't.db'}", "--no-progress", "--bound-ms", "5000",
+        "--report", str(page)])
     assert table.exit_code == 0, table.output
-    lines = table.output.splitlines()
-    assert lines[0].split()[:2] == ["job", "(application)"] and len(lines) == 8
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:2] == ["job", "(application)"] and len(lines) == 9
+    assert "kingman exec-s (SLO)" in lines[0] and lines[0].rstrip().endswith("saving")
     assert "unreadable" in lines[-1] and "truncated" in lines[-1]
-    assert sum("(5000 ms, bound-ms)" in line for line in lines) == 5  # every streaming application
+    assert sum("(5000 ms, bound-ms)" in line for line in lines) == 6  # every streaming application
+    line = next(x for x in lines if x.startswith("sg-scaling-test"))
+    assert line.count("%)") == 3, line  # each policy's executor-seconds (attainment)
+    _check_report(page, sections=7, figures=6)  # every readable application; a figure where it has micro-batches
+
+
+def _check_report(page: Path, sections: int, figures: int) -> None:
+    """The --report page parses, needs nothing from the network and holds a figure per run with micro-batches."""
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.external = {}, []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags[tag] = self.tags.get(tag, 0) + 1
+            self.external += [v for k, v in attrs if k in ("src", "href") and v and not v.startswith("#")
+                              and not v.startswith("data:")]
+
+    parser = Page()
+    text = page.read_text()
+    parser.feed(text)
+    assert parser.external == [] and "http" not in text.split("<svg", 1)[0]
+    assert parser.tags.get("h2") == sections and parser.tags.get("svg") == figures, parser.tags
+    for words in ("executors (as run)", "kingman (predicted)", "bound 5 s", "processed rows/s", "batch duration"):
+        assert words in text, words
 
 
 def test_a_replayed_run_is_judged_on_the_logs_clock(event_logs, tmp_path):

@@ -43,3 +43,27 @@ def test_worst_first():
             {"path": "idle", "verdict": "idle", "slo": None, "executor_seconds": 9.0}]
     assert [r["path"] for r in worst_first(rows)] == ["sick", "under-2", "under-1", "idle", "ok", "bad"]
     assert SEVERITY.index("unhealthy") < SEVERITY.index("optimal")
+
+
+@pytest.mark.parametrize("config, message", [
+    ('{"constraint": {"bound_ms": 0}}', "constraint.bound_ms: must be a positive number"),
+    ('{"constraint": {"bound_ms": 100, "span_s": "5"}}', "constraint.span_s: must be a positive number"),
+    ('{"constraint": {"bound_ms": 100, "vertices": []}}', "constraint.vertices: unknown field"),
+    ('{"warmup_windows": 1}', "unknown field 'warmup_windows'"),
+    ('[1]', "must be a JSON object"),
+])
+def test_a_directorys_config_is_its_constraint_and_nothing_else(tmp_path, config, message):
+    """A directory takes ``--config`` for the constraint every application is judged by; anything else is refused,
+    naming the field, before anything is imported."""
+    from click.testing import CliRunner
+
+    from spark_governor.api.cli import main
+
+    d = tmp_path / "history"
+    d.mkdir()
+    (d / "local-1").write_text("{}\n")
+    (d / "local-2").write_text("{}\n")
+    db = tmp_path / "r.db"
+    res = CliRunner().invoke(main, ["replay", str(d), "--db", f"sqlite:///{db}", "--config", config])
+    assert res.exit_code == 2 and "--config" in res.output and message in res.output, res.output
+    assert not db.exists()  # refused before the database was created

@@ -2,7 +2,7 @@
 scheduled as Spark's ``ProcessingTimeExecutor`` schedules them."""
 from hypothesis import given, settings, strategies as st
 
-from spark_governor.collectors.trigger_inference import WAITED_MS, TriggerInference, trigger_interval_ms
+from spark_governor.collectors.trigger_inference import WAITED_MS, TriggerInference, interval_from_starts, trigger_interval_ms
 
 
 def spark_schedule(interval_ms: int, durations: list[int], start_ms: int, late_ms: list[int]) -> list[tuple[int, int]]:
@@ -59,3 +59,11 @@ def test_idle_triggers_count_as_waited_starts():
     assert t.interval_ms == 1000 and t.starts == [1_000_036_000, 1_000_038_000, 1_000_039_000, 1_000_040_000,
                                                   1_000_043_000]
     assert trigger_interval_ms([(1_000_043_000, 11_173), (1_000_054_180, 3_885)]) is None  # the batches alone
+
+
+def test_a_stray_start_on_a_fraction_of_the_interval_does_not_shorten_it():
+    """A static run's first batches (2026-12-07, 8 s trigger): a backlogged batch's successor started 80 ms after it
+    ended — "waited" — at 6 400 ms past a multiple of 8 s, which 1.6 s aligns too: the interval is still 8 s."""
+    base = 1_796_637_600_000  # a multiple of 8 000 ms
+    starts = [base - 17600] + [base + 8000 * k + (k % 2) for k in range(30)]  # 17.6 s before: 6.4 s past a multiple
+    assert interval_from_starts(starts) == 8000
