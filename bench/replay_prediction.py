@@ -61,7 +61,7 @@ from spark_governor.aggregators.runs import run_spans
 from spark_governor.bench.calibration_cluster import cluster_params
 from spark_governor.bench.latency_truth import schedule_rows, span_truths
 from spark_governor.bench.scaling import GOVERNED
-from spark_governor.bench.scaling_calibrate import registered_seconds, sim_params, simulate_run
+from spark_governor.bench.scaling_calibrate import sim_params, simulate_run
 from spark_governor.bench.scaling_real_measure import executor_seconds
 from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS
 
