@@ -16,7 +16,11 @@ multiples of it): tasks, failed tasks, the sums of :data:`TASK_SUMS` and, in sec
 M2, min, max) of task latency (finish − stage submission), service time (executor run time), service time per
 record (run time / records read, input + shuffle, when it read any) and the interarrival time of task launches at
 the vertex (successive launches, thesis §4.4.1; the vertex's last launch is carried from report to report). A
-failed task counts in ``failed_tasks`` only.
+failed task counts in ``failed_tasks`` only. A task Spark *killed* (:func:`killed`) counts in neither and never travels
+as a row: it neither ran to an end nor failed — counted as failed until 2026-12-07, the tasks a stopped query's stop
+killed had every run stopped mid-batch judged ``unhealthy`` at its end. It still counts in the executors' first
+launches and the micro-batches' task spans, not among the tasks a report accounts for
+(``wire.Report.folded_tasks``, the reporters' ``tasks_total``).
 
 Per **template vertex** and window, in every report: its tasks of the report folded as above and merged over its
 partitions (Chan), the partitions that had a task in the window so far and the largest run time one of them summed
@@ -139,6 +143,12 @@ class _Window:
         return out
 
 
+def killed(t: Mapping[str, Any]) -> bool:
+    """Whether ``t`` was killed by Spark (its end reason ``TaskKilled``: a stopped query's or a cancelled stage's
+    task, a speculative copy that lost) rather than run to success or failure."""
+    return not t["successful"] and str(t.get("failure_reason") or "").startswith("TaskKilled")
+
+
 def fold_windows(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch: dict,
                  vertex: Callable[[Mapping[str, Any]], tuple]) -> tuple[dict[tuple, _Window], dict[tuple, _Window]]:
     """One report's tasks folded in launch order (module docstring): the runtime windows ``(vertex, window start
@@ -149,6 +159,8 @@ def fold_windows(tasks: Iterable[Mapping[str, Any]], window_ms: int, last_launch
     windows: dict[tuple, _Window] = defaultdict(_Window)
     templates: dict[tuple, _Window] = defaultdict(_Window)
     for t in sorted(tasks, key=lambda t: t["launch_ms"]):
+        if killed(t):
+            continue
         v = vertex(t)
         finish = t["finish_ms"]
         start = finish - finish % window_ms
@@ -278,7 +290,7 @@ class TaskFold:
         self._firsts: dict[str, list[Optional[int]]] = {}  # executor → [first launch, first successful finish]
         self.open: dict[tuple[str, int, int], _Window] = {}  # (template, partition, window start) → not sent yet
         self._runs: dict[tuple[str, int], dict[int, int]] = {}  # (template, window) → partition → run time ms
-        self.folded_tasks = 0  # tasks folded since the start (successful and failed)
+        self.folded_tasks = 0  # tasks folded since the start (successful and failed; not killed)
 
     def _warmup(self, t: Mapping[str, Any]) -> bool:
         """Whether ``t``'s launch is among its executor's :data:`WARMUP_TASKS` earliest seen so far (recorded)."""
@@ -292,7 +304,10 @@ class TaskFold:
         return False
 
     def _detail(self, t: Mapping[str, Any]) -> Optional[str]:
-        """Why ``t`` travels as a row (None: it does not): ``warmup``, ``sample``, ``failed`` or ``all``."""
+        """Why ``t`` travels as a row (None: it does not): ``warmup``, ``sample``, ``failed`` or ``all``; a killed task
+        never (:func:`killed`: it is in no window, and a row is detail of a task its window counts)."""
+        if killed(t):
+            return None
         if self._warmup(t):
             return "warmup"
         if sampled(t["task_id"]):
@@ -333,7 +348,7 @@ class TaskFold:
             detail = self._detail(t)
             if detail is not None:
                 rows.append({**t, "detail": detail})
-        self.folded_tasks += len(ordered)
+        self.folded_tasks += sum(1 for t in ordered if not killed(t))
         for ((template, partition), start), w in deltas.items():
             key = (template, partition, start)
             if key in self.open:

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from spark_governor.policies.task_fold import TASK_DETAIL_MODES
+from spark_governor.policies.task_fold import TASK_DETAIL_MODES, killed
 
 SCHEMA_VERSION = 3
 #: report schema versions the control plane accepts (1 and 2 deprecated: whole task rows)
@@ -554,10 +554,11 @@ class Report(_Strict):
 
     @property
     def folded_tasks(self) -> int:
-        """The tasks this report accounts for: folded in its windows (v3), else its task rows."""
+        """The tasks this report accounts for: folded in its windows (v3), else its task rows but those Spark killed
+        (``policies.task_fold.killed``: in no window either way)."""
         if self.schema_version >= 3:
             return sum(w.tasks + w.failed_tasks for w in self.template_windows)
-        return len(self.tasks)
+        return sum(1 for t in self.tasks if not killed(t.__dict__))
 
 
 class ReportError(ValueError):

@@ -190,3 +190,27 @@ def test_retention_purges_the_folded_statistics(tmp_path):
     deleted = purge_older_than(engine, horizon_s=60, now_ms=1_700_000_000_000 + 3_600_000)
     assert deleted["task_spans"] > 0 and deleted["template_windows"] > 0 and deleted["runtime_windows"] > 0
     assert count(engine, task_spans) == count(engine, template_windows) == count(engine, runtime_windows) == 0
+
+
+def test_a_killed_task_counts_in_no_window_and_never_travels(tmp_path):
+    """A task Spark killed (a stopped query's, a cancelled stage's) neither failed nor ran: it counts in no window,
+    so no verdict calls its run unhealthy for it, and it travels as no row — folded at the edge or by the control
+    plane alike; nor is it among the tasks the report accounts for."""
+    v2 = make_report(n_tasks=40, seed=7, schema_version=2)
+    v2["tasks"][3].update(successful=False, failure_reason="ExceptionFailure: boom")
+    v2["tasks"][17].update(successful=False, failure_reason="TaskKilled: Stage cancelled: Query was stopped")
+    fold = TaskFold("all").fold(v2["tasks"], v2["stages"], 5000, 0, final=True)
+    v3 = dict(v2, schema_version=3, window_ms=5000, **fold)
+    v3["reporter"] = dict(v2["reporter"], task_detail="all")
+    assert v2["tasks"][17]["task_id"] not in {t["task_id"] for t in v3["tasks"]} and len(v3["tasks"]) == 39
+    assert sum(w["failed_tasks"] for w in v3["runtime_windows"]) == 1
+    assert sum(w["tasks"] for w in v3["runtime_windows"]) == 38
+    folded, whole = fresh(tmp_path, "folded"), fresh(tmp_path, "whole")
+    now = 1_700_000_100_000
+    ingest_all(folded, [(v3, now)], 5000)
+    ingest_all(whole, [(v2, now)], 5000)
+    assert_same_statistics(folded, whole, "job-a", now, 5000)
+    for engine in (folded, whole):
+        with engine.connect() as conn:
+            assert conn.execute(select(func.sum(runtime_windows.c.failed_tasks))).scalar() == 1
+            assert conn.execute(select(reporters.c.tasks_total)).scalar() == 39

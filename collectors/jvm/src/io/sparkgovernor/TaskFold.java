@@ -178,6 +178,9 @@ final class TaskFold {
     private TreeMap<List<Object>, Map<String, Object>> foldTasks(List<Map<String, Object>> ordered, long windowMs) {
         Map<List<Object>, Acc> windows = new LinkedHashMap<>();
         for (Map<String, Object> t : ordered) {
+            if (killed(t)) {
+                continue;
+            }
             List<Object> vertex = Arrays.asList(t.get("template_key"), num(t.get("partition")));
             long finish = num(t.get("finish_ms"));
             List<Object> key = Arrays.asList(vertex.get(0), vertex.get(1), finish - finish % windowMs);
@@ -327,7 +330,17 @@ final class TaskFold {
         return false;
     }
 
+    /** policies/task_fold.py killed(): a task Spark killed (TaskKilled) counts in no window and never travels. */
+    static boolean killed(Map<String, Object> t) {
+        Object reason = t.get("failure_reason");
+        return !Boolean.TRUE.equals(t.get("successful")) && reason instanceof String
+                && ((String) reason).startsWith("TaskKilled");
+    }
+
     private String detail(Map<String, Object> t) {
+        if (killed(t)) {
+            return null;
+        }
         if (warmup(t)) {
             return "warmup";
         }
