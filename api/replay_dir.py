@@ -177,6 +177,15 @@ def _import(db_url: str, path: str, job: str, options: dict, predict: Optional[C
     return row.to_json()
 
 
+def directory_options(bound_ms: Optional[float], span_s: Optional[float], timeline: bool) -> dict:
+    """``api.replay.Replay``'s options for every application of a directory: the SLO (``bound_ms`` or the one the
+    trigger implies), and each run's health timeline only where it is shown (``--json``, ``--report``): up to 120
+    verdicts an application, it made a 40 × 20 MB directory 5 times slower (4 467 against 19 754–23 720 events/s,
+    docs/benchmarks.md). ``timeline``: whether to compute it."""
+    return {"slo_bound_ms": bound_ms, "slo_from_trigger": bound_ms is None, "timeline": timeline,
+            **({"slo_span_s": span_s} if span_s is not None else {})}
+
+
 def replay_directory(db_url: str, directory: str, workers: int = 2, options: Optional[dict] = None,
                      progress: Optional[Callable[[dict], None]] = None,
                      predict: Optional[Callable] = None) -> list[dict]:

@@ -214,10 +214,12 @@ def run_dir_bench(template: str, apps: int = 200, mb_each: float = 1.0, workers:
     """``bench replay --dir``: a History Server directory of ``apps`` applications generated from ``template``
     (each about ``mb_each`` MB of uncompressed JSON, renamed: its own app id and name), replayed by
     ``api.replay_dir.replay_directory`` with ``workers`` processes into a fresh SQLite file, as
-    ``spark-governor replay DIR`` does (verdict at each end, no timeline). Events per second over the whole
+    ``spark-governor replay DIR`` does for its table (``api.replay_dir.directory_options``: SLO and verdict at each
+    end, no timeline, the prediction hook). Events per second over the whole
     directory (wall clock), the slowest application, and the peak RSS of the parent and of the largest worker."""
     from spark_governor.aggregators.db import upgrade
-    from spark_governor.api.replay_dir import replay_directory
+    from spark_governor.api.replay_dir import directory_options, replay_directory
+    from spark_governor.bench.replay_prediction import replay_prediction
 
     tmp = Path(workdir or tempfile.mkdtemp(prefix="sg-bench-replay-dir-"))
     logs = tmp / "logs"
@@ -234,7 +236,10 @@ def run_dir_bench(template: str, apps: int = 200, mb_each: float = 1.0, workers:
     url = f"sqlite:///{db}"
     upgrade(url)
     t0 = time.perf_counter()
-    rows = replay_directory(url, str(logs), workers, {"timeline": False})
+    # what ``spark-governor replay DIR`` runs for its table (``api.cli.replay``): the SLO its trigger implies, the
+    # verdict at each end, each application's prediction (none here: the template ran in local mode)
+    rows = replay_directory(url, str(logs), workers, directory_options(None, None, timeline=False),
+                            predict=replay_prediction)
     seconds = time.perf_counter() - t0
     read = sum(r.get("events") or 0 for r in rows)
     failed = [r for r in rows if r.get("error")]

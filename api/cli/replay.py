@@ -193,14 +193,13 @@ def directory_constraint(config: dict) -> tuple[float, float]:
 
 def _replay_directory(path: str, db_url: str, bound_ms: Optional[float], span_s: Optional[float], workers: int,
                       as_json: bool, no_progress: bool, report: Optional[str]) -> None:
-    from spark_governor.api.replay_dir import application_logs, replay_directory
+    from spark_governor.api.replay_dir import application_logs, directory_options, replay_directory
     from spark_governor.bench.replay_prediction import replay_prediction
 
     n = len(application_logs(path))
     if n == 0:
         raise click.ClickException(f"{path}: no event logs in the directory")
-    options = {"slo_bound_ms": bound_ms, "slo_from_trigger": bound_ms is None,
-               **({"slo_span_s": span_s} if span_s is not None else {})}
+    options = directory_options(bound_ms, span_s, timeline=as_json or report is not None)
     if no_progress or as_json:
         rows = replay_directory(db_url, path, workers, options, predict=replay_prediction)
     else:
