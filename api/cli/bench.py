@@ -231,6 +231,56 @@ def _frontier_grid(text: str) -> dict:
     return out
 
 
+@bench.command("scaling-ablation")
+@click.option("--reports", default="tests/data/scaling-real-*.json", show_default=True,
+              help="Glob of `bench scaling-real` reports: every cluster they measured (and four derived from the "
+                   "newest: registration ×2 and ×½, service ×1.5 and ×1/1.5, unless --no-derived).")
+@click.option("--derived/--no-derived", default=True, show_default=True, help="Add the four derived clusters.")
+@click.option("--policies", default="kingman,threshold,utilization-target", show_default=True,
+              help="Comma-separated: the policies whose extensions are ablated (the job-side ones go with kingman).")
+@click.option("--shapes", "shape_names", default=None,
+              help="Comma-separated load shapes (default all): default staircase, gentle staircase, sharp "
+                   "staircase, hidden staircase, spike, random walk, diurnal ramp, burst train.")
+@click.option("--peak", default=16000.0, show_default=True, type=click.FloatRange(1), help="Every shape's peak, rows/s.")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1), help="Simulated seeds per cell.")
+@click.option("--seed", default=0, show_default=True, type=int, help="First seed (and the random walk's).")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1), help="Processes.")
+@click.option("--out", default="bench-results/scaling-ablation.json", show_default=True,
+              type=click.Path(dir_okay=False))
+def bench_scaling_ablation(reports: str, derived: bool, policies: str, shape_names, peak: float, seeds: int, seed: int,
+                           workers: int, out: str) -> None:
+    """Each policy option off against the defaults, over every measured cluster × load shape × seed (simulated,
+    no Spark): what it buys, what it costs, whether it earns its place."""
+    import glob
+
+    from spark_governor.bench.scaling_ablation import format_ablation, run_ablation
+    from spark_governor.bench.scaling_calibrate import CalibrationError, load_report
+
+    paths = sorted(glob.glob(reports))
+    if not paths:
+        raise click.BadParameter(f"no file matches {reports!r}", param_hint="--reports")
+    for p in paths:
+        try:
+            load_report(p)
+        except CalibrationError as exc:
+            raise click.BadParameter(f"{p}: {exc}", param_hint="--reports") from None
+    chosen = tuple(x.strip() for x in policies.split(",") if x.strip())
+    bad = [x for x in chosen if x not in ("kingman", "threshold", "utilization-target")]
+    if bad or not chosen:
+        raise click.BadParameter(f"{bad or policies!r}: kingman, threshold, utilization-target", param_hint="--policies")
+    names = [x.strip() for x in shape_names.split(",") if x.strip()] if shape_names else None
+    t0 = time.perf_counter()
+    try:
+        result = run_ablation(paths, chosen, names, seeds=seeds, seed=seed, derive=derived, workers=workers,
+                              peak=peak, log=lambda m: click.echo(m, err=True))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shapes") from None
+    result["seconds"] = time.perf_counter() - t0
+    write_json(result, out, indent=1)
+    click.echo(format_ablation(result))
+    click.echo(f"wrote {out} ({result['seconds']:.0f} s)", err=True)
+
+
 @bench.command("scaling-frontier")
 @_measured_cluster
 @click.option("--grid", default=None,

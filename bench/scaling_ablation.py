@@ -1,0 +1,300 @@
+"""Which of the executor policies' options earn their place (issue #44): an ablation in the calibrated simulator.
+
+``spark-governor bench scaling-ablation``: for each extension of a policy beyond its paper's rule (Kingman: the
+thesis, Lohrmann §4.6–4.7, digest 004; threshold: Spark's dynamic allocation read per micro-batch; utilization-target:
+the Flink autoscaler's utilization target) and for each part of the job's attachment that serves the policies (the
+source probe, the executor warm-up, the listener jar's launch and slot holds), the same policy runs with that one
+extension *off* against the policy at today's defaults, over a grid:
+
+* **clusters**: every cluster a real run measured (``bench scaling-real``'s reports; by default the ones kept under
+  ``tests/data``), each the simulator calibrated from its runs as ``bench scaling --calibrate`` does
+  (``bench.calibration_cluster.cluster_params``, ``bench.scaling_calibrate.sim_params``), and four derived from the
+  newest: registration (provisioning delay) × 2 and × ½, service (per row, per task, per batch) × 1.5 and × 1/1.5;
+* **load shapes** with the same peak (16 000 rows/s by default, the real runs' peak): staircases with gentle and sharp
+  steps, the staircase issue #44 calls hidden, a spike, a random walk, a diurnal ramp and a burst train
+  (:func:`shapes`);
+* **seeds** of the simulator's noise.
+
+Every cell runs the job as ``attach()`` does by default (source probed, added executors warmed, both holds) with
+the control plane's default evaluation settings of the cluster's report; a job-side variant turns one of those off.
+Per variant and cell: the share of constraint spans whose true mean latency is within the bound (mean over seeds)
+and the executor-seconds registered, against the same policy at its defaults in the same cell. Per variant over the
+grid (:func:`summarize`): what the extension **buys** — the most points of attainment it adds in any cell, the largest
+share of executor-seconds it saves in any cell — and what it **costs** — the most points it loses in any cell —,
+and the grid's worst-case attainment with and without it. The issue's rule (:func:`verdict`): an extension earns
+its place when it buys ≥ 2 points or ≥ 5 % of executor-seconds somewhere and loses < 2 points everywhere.
+
+The simulator is for search and explaining: an option this removes is also checked on the real cluster
+(``bench scaling-real``). Units: rows/s, seconds, executor-seconds; attainment a share (0–1).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from spark_governor.bench.calibration_cluster import cluster_params
+from spark_governor.bench.scaling_calibrate import load_report, sim_params, simulate_run
+from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS
+
+PEAK = 16000.0
+#: gains and losses that count (issue #44): two points of attainment, 5 % of executor-seconds
+POINTS = 0.02
+SAVING = 0.05
+DEFAULT_REPORTS = "tests/data/scaling-real-*.json"
+
+#: the policies' extensions, each with the value(s) that turn it off (the paper's rule where it has one)
+EXTENSIONS: dict[str, dict[str, dict]] = {
+    "kingman": {
+        "wide fitting clamp (e 0.1–10)": {"e_clamp_low": 0.8, "e_clamp_high": 1.2},
+        "hysteresis (min_relative_change)": {"min_relative_change": 0.0},
+        "bulk arrivals": {"bulk_arrivals": False},
+        "scale-down margin": {"scale_down_margin": 0.0},
+        "latest-window bottleneck": {"latest_window_bottleneck": False},
+        "settle after change": {"settle_after_change": False},
+        "short rate span (rate_span_s)": {"rate_span_s": None},
+        "arrival utilization": {"arrival_utilization": False},
+        "in flight (Eq. 4.12 between batches)": {"in_flight": False},
+        "projected backlog": {"backlog_projected": False},
+        "cluster model (delay, overhead, trend)": {"cluster_model": False},
+        "lazy scale-down (scale_down_delay_s)": {"scale_down_delay_s": 0.0},
+        "no scale-up after scale-down (after_scale_down_s)": {"after_scale_down_s": 0.0},
+        "spare executor": {"spare_executors": 0},
+        "live rate": {"live_rate": False},
+        "warm-up sizing": {"warmup_sizing": False},
+        "wave sizing": {"wave_sizing": False},
+        "catch-up": {"catch_up": False},
+        "backlog tolerance on scale-down": {"backlog_tolerance_intervals": 1e9},
+    },
+    "threshold": {
+        "in flight": {"in_flight": False},
+    },
+    "utilization-target": {
+        "in flight": {"in_flight": False},
+        "live rate": {"live_rate": False},
+    },
+}
+#: Kingman with every extension above off: the thesis' rule on today's control plane
+THESIS = "all off (the thesis' rule)"
+#: the job's attachment (``attach()``'s defaults), each off: report fields the calibration reads
+JOB_SIDE: dict[str, dict] = {
+    "source probe": {"source_probe": False},
+    "executor warm-up (and its slot hold)": {"warm_executors": False, "slot_hold": False},
+    "launch hold": {"launch_hold": False, "launch_hold_waves": None},
+    "slot hold": {"slot_hold": False},
+    "jar only (no probe, no warm-up)": {"source_probe": False, "warm_executors": False, "slot_hold": False},
+}
+JOB_DEFAULTS = {"source_probe": True, "warm_executors": True, "launch_hold": True, "slot_hold": True}
+
+
+def shapes(peak: float = PEAK, seed: int = 0) -> dict[str, tuple[list[list[float]], float]]:
+    """Load shapes with the same ``peak`` rows/s: name → (switches [[t s, rows/s], …], duration s). The random
+    walk is drawn from ``seed`` (steps of ±peak/8 every 10 s within [peak/8, peak], its maximum raised to the
+    peak); the diurnal ramp is a half sine from peak/8 to the peak and back in 10 s steps."""
+    def stairs(levels, level_s):
+        return [[i * level_s, peak * x] for i, x in enumerate(levels)], len(levels) * level_s
+
+    low = 1 / 8
+    rng = np.random.default_rng(seed)
+    walk, x = [], 0.25
+    for _ in range(30):
+        walk.append(x)
+        x = float(np.clip(x + rng.choice([-low, 0.0, low]), low, 1.0))
+    walk[int(np.argmax(walk))] = 1.0
+    diurnal = [low + (1 - low) * math.sin(math.pi * i / 30) for i in range(31)]
+    burst = ([low] * 4 + [1.0] * 2) * 5
+    return {
+        "default staircase": stairs((1 / 8, 1 / 2, 1, 1 / 2, 1 / 8), 50.0),
+        "gentle staircase": stairs((1 / 8, 1 / 4, 1 / 2, 1, 1 / 2, 1 / 4, 1 / 8), 40.0),
+        "sharp staircase": stairs((1 / 8, 1, 1 / 8), 60.0),
+        "hidden staircase": stairs((3 / 16, 3 / 4, 1 / 4, 1, 1 / 8), 40.0),
+        "spike": ([[0.0, peak * 3 / 16], [100.0, peak], [130.0, peak * 3 / 16]], 250.0),
+        "random walk": stairs(tuple(walk), 10.0),
+        "diurnal ramp": stairs(tuple(diurnal), 10.0),
+        "burst train": stairs(tuple(burst), 10.0),
+    }
+
+
+def clusters(paths: list[str], derive: bool = True) -> list[tuple[str, str, dict]]:
+    """(name, report path, simulator overrides) per cluster: each report's own, and (``derive``) four derived from
+    the newest report (by its ``date``, else its name): registration × 2 / × ½, service × 1.5 / × 1/1.5."""
+    out = [(Path(p).stem.replace("scaling-real-", ""), str(p), {}) for p in paths]
+    if derive and paths:
+        newest = max(paths, key=lambda p: (str(load_report(p).get("date") or ""), Path(p).name))
+        base = Path(newest).stem.replace("scaling-real-", "")
+        for label, over in (("registration ×2", {"registration": 2.0}), ("registration ×½", {"registration": 0.5}),
+                            ("service ×1.5", {"service": 1.5}), ("service ×1/1.5", {"service": 1 / 1.5})):
+            out.append((f"{base} {label}", str(newest), over))
+    return out
+
+
+def _params(report: dict, derived: dict):
+    """The simulator's parameters for ``report`` (its job-side fields as given) with a derived cluster's factors."""
+    cluster = cluster_params(report)
+    params, _ = sim_params(report, cluster)
+    f = derived.get("registration")
+    if f:
+        params = replace(params, up_delay_s=params.up_delay_s * f, up_delays_s=tuple(d * f for d in params.up_delays_s))
+    f = derived.get("service")
+    if f:
+        params = replace(params, row_cost_s=params.row_cost_s * f, task_overhead_s=params.task_overhead_s * f,
+                         task_overhead_per_slot_s=params.task_overhead_per_slot_s * f,
+                         driver_overhead_s=params.driver_overhead_s * f)
+    return params
+
+
+def variants(policies: tuple[str, ...]) -> dict[str, dict]:
+    """Variant name → {"policy", "config" (overrides of the policy's defaults), "job" (report fields)}: per policy
+    its defaults, each extension off and (Kingman) all off; each job-side part off under Kingman."""
+    out: dict[str, dict] = {}
+    for policy in policies:
+        out[f"{policy}: defaults"] = {"policy": policy, "config": {}, "job": {}}
+        for name, cfg in EXTENSIONS.get(policy, {}).items():
+            out[f"{policy}: {name} off"] = {"policy": policy, "config": cfg, "job": {}}
+        if policy == "kingman":
+            everything = {k: v for cfg in EXTENSIONS["kingman"].values() for k, v in cfg.items()}
+            out[f"kingman: {THESIS}"] = {"policy": "kingman", "config": everything, "job": {}}
+            for name, job in JOB_SIDE.items():
+                out[f"kingman: {name} off"] = {"policy": "kingman", "config": {}, "job": job}
+    return out
+
+
+def run_cell(path: str, derived: dict, shape: tuple[list[list[float]], float], variant_map: dict[str, dict],
+             seeds: list[int]) -> dict[str, dict]:
+    """Every variant on one cluster and load shape: name → {"attainment" (mean over seeds), "attainment_worst",
+    "executor_seconds", "static_executor_seconds", "actions"}."""
+    base = load_report(path)
+    switches, duration = shape
+    out = {}
+    for name, v in variant_map.items():
+        report = copy.deepcopy(base)
+        report.update(JOB_DEFAULTS)
+        report["launch_hold_waves"] = DEFAULT_PARAMS.launch_hold_waves  # the plugin's default, as bench scaling-real
+        report.update(v["job"])
+        report["policy_configs"] = {v["policy"]: dict(v["config"])}
+        params = _params(report, derived)
+        run = {"policy": v["policy"], "initial_executors": 1, "switches": switches, "duration_s": duration}
+        sim = simulate_run(report, run, params, seeds)
+        out[name] = {"attainment": sim["slo_attainment_windows"], "attainment_worst": min(sim["slo_attainment_range"]),
+                     "executor_seconds": sim["executor_seconds"],
+                     "static_executor_seconds": params.max_executors * duration, "actions": sim["actions"]}
+    return out
+
+
+def _cell(args):
+    return run_cell(*args)
+
+
+def run_ablation(report_paths: list[str], policies: tuple[str, ...] = ("kingman", "threshold", "utilization-target"),
+                 shape_names: Optional[list[str]] = None, seeds: int = 3, seed: int = 0, derive: bool = True,
+                 workers: int = 2, peak: float = PEAK, log: Callable[[str], None] = lambda m: None) -> dict:
+    """The ablation over every cluster of ``report_paths`` (and the derived ones) × load shape × seed; JSON-ready:
+    the grid's cells, the per-variant :func:`summarize` with its :func:`verdict`."""
+    all_shapes = shapes(peak, seed)
+    names = list(all_shapes) if shape_names is None else list(shape_names)
+    unknown = [n for n in names if n not in all_shapes]
+    if unknown:
+        raise ValueError(f"unknown load shape(s) {unknown}: choose from {list(all_shapes)}")
+    vmap = variants(policies)
+    grid = clusters(report_paths, derive)
+    seed_list = list(range(seed, seed + seeds))
+    jobs = [(c, s) for c in grid for s in names]
+    args = [(path, derived, all_shapes[s], vmap, seed_list) for (_, path, derived), s in jobs]
+    cells = []
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = pool.map(_cell, args)
+            for ((cname, _, _), s), res in zip(jobs, results):
+                cells.append({"cluster": cname, "shape": s, "variants": res})
+                log(f"{cname} / {s}: done")
+    else:
+        for ((cname, _, _), s), a in zip(jobs, args):
+            cells.append({"cluster": cname, "shape": s, "variants": run_cell(*a)})
+            log(f"{cname} / {s}: done")
+    summary = summarize(cells, vmap)
+    return {"policies": list(policies), "clusters": [{"name": n, "report": p, "derived": d} for n, p, d in grid],
+            "shapes": {n: {"switches": all_shapes[n][0], "duration_s": all_shapes[n][1]} for n in names},
+            "peak": peak, "seeds": seed_list, "variants": vmap, "cells": cells, "summary": summary,
+            "rule": {"points": POINTS, "saving": SAVING}, "cpus": os.cpu_count()}
+
+
+def summarize(cells: list[dict], vmap: dict[str, dict]) -> dict[str, dict]:
+    """Per variant against its policy's defaults over every cell: ``buys_points`` (the most attainment the option
+    adds in a cell: defaults − off), ``saves`` (the largest share of executor-seconds it saves in a cell: 1 −
+    defaults / off; negative: it saves in none), ``spends`` (the most executor-seconds it adds in a cell, a share
+    of those with it off: defaults / off − 1), ``costs_points`` (the most it loses in a cell: off − defaults), the grid's worst-case
+    attainment with it (``worst``) and without (``worst_off``), mean executor-seconds ratio against static, and
+    the :func:`verdict`. For a policy's defaults: its worst case and mean ratio only."""
+    out = {}
+    for name, v in vmap.items():
+        ref = f"{v['policy']}: defaults"
+        mine = [c["variants"][name] for c in cells]
+        refs = [c["variants"][ref] for c in cells]
+        row = {"policy": v["policy"], "worst_off": min(m["attainment"] for m in mine),
+               "worst_seed_off": min(m["attainment_worst"] for m in mine),
+               "ratio_vs_static_off": float(np.mean([m["executor_seconds"] / m["static_executor_seconds"]
+                                                     for m in mine])),
+               "worst": min(r["attainment"] for r in refs),
+               "ratio_vs_static": float(np.mean([r["executor_seconds"] / r["static_executor_seconds"] for r in refs]))}
+        if name != ref:
+            gains = [r["attainment"] - m["attainment"] for m, r in zip(mine, refs)]
+            saves = [1 - r["executor_seconds"] / m["executor_seconds"] for m, r in zip(mine, refs)
+                     if m["executor_seconds"] > 0]
+            spends = [r["executor_seconds"] / m["executor_seconds"] - 1 for m, r in zip(mine, refs)
+                      if m["executor_seconds"] > 0]
+            row.update(buys_points=max(gains), costs_points=max(0.0, -min(gains)),
+                       saves=max(saves) if saves else 0.0, spends=max(0.0, max(spends)) if spends else 0.0,
+                       where_buys=_where(cells, gains, max), where_costs=_where(cells, gains, min))
+            row["verdict"] = verdict(row)
+        out[name] = row
+    return out
+
+
+def _where(cells: list[dict], values: list[float], pick) -> str:
+    i = values.index(pick(values))
+    return f"{cells[i]['cluster']} / {cells[i]['shape']}"
+
+
+def verdict(row: dict) -> str:
+    """The issue's rule for one extension's row: ``earns`` (buys ≥ 2 points of attainment or ≥ 5 % of
+    executor-seconds in some cell and costs < 2 points in every cell), ``mixed`` (buys, and costs ≥ 2 points
+    somewhere), ``costs`` (buys nothing, costs ≥ 2 points), ``nothing`` (neither)."""
+    buys = row["buys_points"] >= POINTS - 1e-9 or row["saves"] >= SAVING - 1e-9
+    costs = row["costs_points"] >= POINTS - 1e-9
+    return {(True, False): "earns", (True, True): "mixed", (False, True): "costs", (False, False): "nothing"}[
+        (buys, costs)]
+
+
+def format_ablation(out: dict) -> str:
+    """The table: per variant the grid's worst case and mean executor-seconds with the option off (and at the
+    defaults), what it buys and costs, the verdict."""
+    head = (f"{'variant':<58}{'worst':>7}{'worst off':>10}{'× static':>9}{'off':>7}{'buys pts':>9}"
+            f"{'saves':>7}{'spends':>7}{'costs pts':>10}  verdict")
+    lines = [f"{len(out['clusters'])} clusters × {len(out['shapes'])} shapes × {len(out['seeds'])} seeds; peak "
+             f"{out['peak']:g} rows/s; attainment = mean over seeds of the spans within the bound", head,
+             "-" * len(head)]
+    for name, r in out["summary"].items():
+        if "verdict" not in r:
+            lines.append(f"{name:<58}{r['worst']:>7.3f}{'':>10}{r['ratio_vs_static']:>8.2f}×")
+            continue
+        lines.append(f"{name[:57]:<58}{r['worst']:>7.3f}{r['worst_off']:>10.3f}{r['ratio_vs_static']:>8.2f}×"
+                     f"{r['ratio_vs_static_off']:>6.2f}×{100 * r['buys_points']:>+9.1f}{100 * max(0.0, r['saves']):>6.0f}%{100 * r['spends']:>6.0f}%"
+                     f"{100 * r['costs_points']:>10.1f}  {r['verdict']}")
+    return "\n".join(lines)
+
+
+def params_of(out: dict) -> list[dict]:
+    """The simulator's parameters of each cluster of ``out`` (for the JSON: what each cell ran on)."""
+    rows = []
+    for c in out["clusters"]:
+        report = load_report(c["report"])
+        report.update(JOB_DEFAULTS)
+        rows.append({"name": c["name"], **asdict(_params(report, c["derived"]))})
+    return rows
