@@ -18,11 +18,15 @@ extension *off* against the policy at today's defaults, over a grid:
 Every cell runs the job as ``attach()`` does by default (source probed, added executors warmed, both holds) with
 the control plane's default evaluation settings of the cluster's report; a job-side variant turns one of those off.
 Per variant and cell: the share of constraint spans whose true mean latency is within the bound (mean over seeds)
-and the executor-seconds registered, against the same policy at its defaults in the same cell. Per variant over the
-grid (:func:`summarize`): what the extension **buys** — the most points of attainment it adds in any cell, the largest
-share of executor-seconds it saves in any cell — and what it **costs** — the most points it loses in any cell —,
-and the grid's worst-case attainment with and without it. The issue's rule (:func:`verdict`): an extension earns
-its place when it buys ≥ 2 points or ≥ 5 % of executor-seconds somewhere and loses < 2 points everywhere.
+and the executor-seconds registered, against the same policy at its defaults in the same cell. Only *feasible* cells
+count: those where a static allocation at the most executors keeps 95 % of the spans (a slower cluster at the peak
+may be beyond any size). Per variant over the grid (:func:`summarize`), read per load shape (over every cluster) and
+per cluster (over every shape): what the extension **buys** — the most points of worst-case attainment it adds in
+one of them, the largest share of executor-seconds it saves in one — and what it **costs** — the most points of
+worst-case attainment it loses in one —, and the grid's worst case with and without it. The issue's rule
+(:func:`verdict`): an extension earns its place when it buys ≥ 2 points or ≥ 5 % of executor-seconds somewhere and
+loses < 2 points everywhere. Not in the papers: the grid, the feasibility cut and the reading per shape and per
+cluster are this project's.
 
 The simulator is for search and explaining: an option this removes is also checked on the real cluster
 (``bench scaling-real``). Units: rows/s, seconds, executor-seconds; attainment a share (0–1).
@@ -34,7 +38,7 @@ import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -166,21 +170,29 @@ def variants(policies: tuple[str, ...]) -> dict[str, dict]:
     return out
 
 
+#: the cell's static allocation at the most executors (its feasibility: :data:`FEASIBLE`)
+STATIC = "static at the most executors"
+#: a cell counts where the static allocation at the most executors keeps this share of spans (mean over seeds):
+#: elsewhere no policy of 1..max executors can keep the SLO, and its spans say nothing about an option
+FEASIBLE = 0.95
+
+
 def run_cell(path: str, derived: dict, shape: tuple[list[list[float]], float], variant_map: dict[str, dict],
              seeds: list[int]) -> dict[str, dict]:
-    """Every variant on one cluster and load shape: name → {"attainment" (mean over seeds), "attainment_worst",
-    "executor_seconds", "static_executor_seconds", "actions"}."""
+    """Every variant on one cluster and load shape, and :data:`STATIC`: name → {"attainment" (mean over seeds),
+    "attainment_worst", "executor_seconds", "static_executor_seconds", "actions"}."""
     base = load_report(path)
     switches, duration = shape
     out = {}
-    for name, v in variant_map.items():
+    for name, v in {STATIC: {"policy": None, "config": {}, "job": {}}, **variant_map}.items():
         report = copy.deepcopy(base)
         report.update(JOB_DEFAULTS)
         report["launch_hold_waves"] = DEFAULT_PARAMS.launch_hold_waves  # the plugin's default, as bench scaling-real
         report.update(v["job"])
-        report["policy_configs"] = {v["policy"]: dict(v["config"])}
         params = _params(report, derived)
-        run = {"policy": v["policy"], "initial_executors": 1, "switches": switches, "duration_s": duration}
+        policy = v["policy"] or f"static-{params.max_executors}"
+        report["policy_configs"] = {policy: dict(v["config"])}
+        run = {"policy": policy, "initial_executors": 1, "switches": switches, "duration_s": duration}
         sim = simulate_run(report, run, params, seeds)
         out[name] = {"attainment": sim["slo_attainment_windows"], "attainment_worst": min(sim["slo_attainment_range"]),
                      "executor_seconds": sim["executor_seconds"],
@@ -225,41 +237,58 @@ def run_ablation(report_paths: list[str], policies: tuple[str, ...] = ("kingman"
             "rule": {"points": POINTS, "saving": SAVING}, "cpus": os.cpu_count()}
 
 
-def summarize(cells: list[dict], vmap: dict[str, dict]) -> dict[str, dict]:
-    """Per variant against its policy's defaults over every cell: ``buys_points`` (the most attainment the option
-    adds in a cell: defaults − off), ``saves`` (the largest share of executor-seconds it saves in a cell: 1 −
-    defaults / off; negative: it saves in none), ``spends`` (the most executor-seconds it adds in a cell, a share
-    of those with it off: defaults / off − 1), ``costs_points`` (the most it loses in a cell: off − defaults), the grid's worst-case
-    attainment with it (``worst``) and without (``worst_off``), mean executor-seconds ratio against static, and
-    the :func:`verdict`. For a policy's defaults: its worst case and mean ratio only."""
-    out = {}
-    for name, v in vmap.items():
-        ref = f"{v['policy']}: defaults"
-        mine = [c["variants"][name] for c in cells]
-        refs = [c["variants"][ref] for c in cells]
-        row = {"policy": v["policy"], "worst_off": min(m["attainment"] for m in mine),
-               "worst_seed_off": min(m["attainment_worst"] for m in mine),
-               "ratio_vs_static_off": float(np.mean([m["executor_seconds"] / m["static_executor_seconds"]
-                                                     for m in mine])),
-               "worst": min(r["attainment"] for r in refs),
-               "ratio_vs_static": float(np.mean([r["executor_seconds"] / r["static_executor_seconds"] for r in refs]))}
-        if name != ref:
-            gains = [r["attainment"] - m["attainment"] for m, r in zip(mine, refs)]
-            saves = [1 - r["executor_seconds"] / m["executor_seconds"] for m, r in zip(mine, refs)
-                     if m["executor_seconds"] > 0]
-            spends = [r["executor_seconds"] / m["executor_seconds"] - 1 for m, r in zip(mine, refs)
-                      if m["executor_seconds"] > 0]
-            row.update(buys_points=max(gains), costs_points=max(0.0, -min(gains)),
-                       saves=max(saves) if saves else 0.0, spends=max(0.0, max(spends)) if spends else 0.0,
-                       where_buys=_where(cells, gains, max), where_costs=_where(cells, gains, min))
-            row["verdict"] = verdict(row)
-        out[name] = row
+def feasible(cells: list[dict]) -> list[dict]:
+    """The cells where :data:`STATIC` keeps :data:`FEASIBLE` of the spans."""
+    return [c for c in cells if c["variants"][STATIC]["attainment"] >= FEASIBLE - 1e-9]
+
+
+def _groups(cells: list[dict]) -> dict[str, list[dict]]:
+    """The grid's rows and columns: per load shape (every cluster) and per cluster (every shape)."""
+    out: dict[str, list[dict]] = {}
+    for c in cells:
+        out.setdefault(f"shape {c['shape']}", []).append(c)
+        out.setdefault(f"cluster {c['cluster']}", []).append(c)
     return out
 
 
-def _where(cells: list[dict], values: list[float], pick) -> str:
-    i = values.index(pick(values))
-    return f"{cells[i]['cluster']} / {cells[i]['shape']}"
+def summarize(cells: list[dict], vmap: dict[str, dict]) -> dict[str, dict]:
+    """Per variant against its policy's defaults over the :func:`feasible` cells, read per group of the grid (each
+    load shape over every cluster, each cluster over every shape; a group's *worst case* is its lowest cell, a
+    cell's attainment the mean over seeds, its executor-seconds the sum over its cells): ``buys_points`` (the most
+    worst-case attainment the option adds in a group: defaults − off), ``costs_points`` (the most it loses in a
+    group: off − defaults), ``saves`` (the largest share of a group's executor-seconds it saves: 1 − defaults /
+    off; negative: it saves in none), ``spends`` (the most it adds: defaults / off − 1), each with the group
+    (``where_*``); the worst case of every feasible cell with the option (``worst``) and without (``worst_off``),
+    the mean executor-seconds against static, and the :func:`verdict`. Reading groups, not single cells: one cell's
+    three seeds move by a span (3 points) when an option shifts one decision."""
+    ok = feasible(cells)
+    groups = _groups(ok)
+    out = {}
+    for name, v in vmap.items():
+        ref = f"{v['policy']}: defaults"
+        row = {"policy": v["policy"], "cells": len(ok),
+               "worst_off": min(c["variants"][name]["attainment"] for c in ok),
+               "worst_seed_off": min(c["variants"][name]["attainment_worst"] for c in ok),
+               "ratio_vs_static_off": float(np.mean([c["variants"][name]["executor_seconds"]
+                                                     / c["variants"][name]["static_executor_seconds"] for c in ok])),
+               "worst": min(c["variants"][ref]["attainment"] for c in ok),
+               "ratio_vs_static": float(np.mean([c["variants"][ref]["executor_seconds"]
+                                                 / c["variants"][ref]["static_executor_seconds"] for c in ok]))}
+        if name != ref:
+            gain, spent = {}, {}
+            for g, cs in groups.items():
+                gain[g] = (min(c["variants"][ref]["attainment"] for c in cs)
+                           - min(c["variants"][name]["attainment"] for c in cs))
+                off = sum(c["variants"][name]["executor_seconds"] for c in cs)
+                spent[g] = sum(c["variants"][ref]["executor_seconds"] for c in cs) / off - 1 if off > 0 else 0.0
+            best, worst = max(gain, key=gain.get), min(gain, key=gain.get)
+            cheap, dear = min(spent, key=spent.get), max(spent, key=spent.get)
+            row.update(buys_points=gain[best], where_buys=best, costs_points=max(0.0, -gain[worst]),
+                       where_costs=worst, saves=-spent[cheap], where_saves=cheap,
+                       spends=max(0.0, spent[dear]), where_spends=dear)
+            row["verdict"] = verdict(row)
+        out[name] = row
+    return out
 
 
 def verdict(row: dict) -> str:
@@ -272,29 +301,41 @@ def verdict(row: dict) -> str:
         (buys, costs)]
 
 
-def format_ablation(out: dict) -> str:
-    """The table: per variant the grid's worst case and mean executor-seconds with the option off (and at the
-    defaults), what it buys and costs, the verdict."""
-    head = (f"{'variant':<58}{'worst':>7}{'worst off':>10}{'× static':>9}{'off':>7}{'buys pts':>9}"
-            f"{'saves':>7}{'spends':>7}{'costs pts':>10}  verdict")
-    lines = [f"{len(out['clusters'])} clusters × {len(out['shapes'])} shapes × {len(out['seeds'])} seeds; peak "
-             f"{out['peak']:g} rows/s; attainment = mean over seeds of the spans within the bound", head,
-             "-" * len(head)]
+def ablation_rows(out: dict) -> list[list[str]]:
+    """The table's rows: variant, worst case at the defaults → with the option off, executor-seconds against
+    static at the defaults → off, what it buys (points, where), saves, spends, costs (points, where), verdict."""
+    rows = []
     for name, r in out["summary"].items():
         if "verdict" not in r:
-            lines.append(f"{name:<58}{r['worst']:>7.3f}{'':>10}{r['ratio_vs_static']:>8.2f}×")
+            rows.append([name, f"{r['worst']:.3f}", f"{r['ratio_vs_static']:.2f}×", "", "", "", "", "", "", ""])
             continue
-        lines.append(f"{name[:57]:<58}{r['worst']:>7.3f}{r['worst_off']:>10.3f}{r['ratio_vs_static']:>8.2f}×"
-                     f"{r['ratio_vs_static_off']:>6.2f}×{100 * r['buys_points']:>+9.1f}{100 * max(0.0, r['saves']):>6.0f}%{100 * r['spends']:>6.0f}%"
-                     f"{100 * r['costs_points']:>10.1f}  {r['verdict']}")
-    return "\n".join(lines)
-
-
-def params_of(out: dict) -> list[dict]:
-    """The simulator's parameters of each cluster of ``out`` (for the JSON: what each cell ran on)."""
-    rows = []
-    for c in out["clusters"]:
-        report = load_report(c["report"])
-        report.update(JOB_DEFAULTS)
-        rows.append({"name": c["name"], **asdict(_params(report, c["derived"]))})
+        rows.append([name, f"{r['worst']:.3f} → {r['worst_off']:.3f}",
+                     f"{r['ratio_vs_static']:.2f}× → {r['ratio_vs_static_off']:.2f}×",
+                     f"{100 * r['buys_points']:+.1f}", r["where_buys"] if r["buys_points"] > 0 else "",
+                     f"{100 * max(0.0, r['saves']):.0f} %", f"{100 * r['spends']:.0f} %",
+                     f"{100 * r['costs_points']:.1f}", r["where_costs"] if r["costs_points"] > 0 else "",
+                     r["verdict"]])
     return rows
+
+
+HEADER = ["variant (option off)", "worst case", "× static", "buys (points)", "where", "saves", "spends",
+          "costs (points)", "where", "verdict"]
+
+
+def caption(out: dict) -> str:
+    first = next(iter(out["summary"].values()), {})
+    return (f"{len(out['clusters'])} clusters × {len(out['shapes'])} load shapes × {len(out['seeds'])} seeds, peak "
+            f"{out['peak']:g} rows/s; {first.get('cells', 0)} of {len(out['cells'])} cells feasible (static at the "
+            f"most executors keeps {FEASIBLE:g} of the spans); worst case: the lowest feasible cell, defaults → "
+            f"option off; buys, saves, spends, costs: the most in one load shape or cluster")
+
+
+def format_ablation(out: dict, markdown: bool = False) -> str:
+    """:func:`ablation_rows` as a text table (the CLI's) or a Markdown one (the docs')."""
+    rows = ablation_rows(out)
+    if markdown:
+        return "\n".join(["| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
+                         + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([caption(out), line(HEADER), "-" * len(line(HEADER))] + [line(r) for r in rows])
