@@ -1,8 +1,8 @@
 """Executor scaling of a running job on a real Spark standalone cluster (master + worker on 127.0.0.1).
 
 The threshold policy in ``act`` mode adds executors when batches overrun their trigger interval
-and releases them when the rate falls, never below its minimum; in ``dry-run`` the same load only
-records decisions. The scaled run also shows the cluster profile (issue #14): provisioning delay,
+and releases them when the rate falls, never below its minimum. (``dry-run`` — decisions recorded, no directive —
+is the API's: ``tests/integration/test_policy_api.py``; without a directive the job's executors cannot change.) The scaled run also shows the cluster profile (issue #14): provisioning delay,
 warm-up of the added executor and the driver's per-batch overhead, measured and plausible.
 """
 import time
@@ -16,6 +16,8 @@ from tests.standalone import Driver
 pytestmark = pytest.mark.spark
 TOKEN = "scaling-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SCALING_INTERVAL_S = 16.0
+SCALE_DOWN_RATIO = 0.6
 
 
 @pytest.fixture
@@ -25,10 +27,12 @@ def plane(start_plane):
 
 def configure(plane, job, mode):
     r = requests.put(f"{plane.url}/api/v1/jobs/{job}/policies/threshold?register=true", headers=AUTH, timeout=10, json={
-        # scale down below half the interval (Spark's default 0.3 needs a quiet machine: a batch of the
-        # low rate takes 0.5-1.5 s here depending on what else runs)
-        "mode": mode, "config": {"trigger_interval_s": 4.0, "scaling_interval_s": 8.0, "min_value": 1,
-                                 "max_value": 4, "scale_down_ratio": 0.5}})
+        # scale down below 0.6 of the interval (Spark's default 0.3 needs a quiet machine: a batch of the low rate
+        # takes 0.5-2.3 s here depending on what else runs); the ratio over 4 batches (16 s), not 2: removing an
+        # executor from a stateful query re-runs its tasks and reloads its state elsewhere, and that one batch
+        # (4-6 s at 400 rows, 2026-12-07) made a 2-batch ratio of 1.4-1.5 and a scale-up after every scale-down
+        "mode": mode, "config": {"trigger_interval_s": 4.0, "scaling_interval_s": SCALING_INTERVAL_S, "min_value": 1,
+                                 "max_value": 4, "scale_down_ratio": SCALE_DOWN_RATIO}})
     assert r.status_code == 200, r.text
 
 
@@ -103,10 +107,10 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         ds = decisions(plane, job)
         downs = [d for d in ds if d["new_value"] < d["old_value"]]
         assert len(downs) >= peak - 1 and all(d["new_value"] >= 1 for d in ds)
-        # every decision followed the rule: up only at ratio ≥ 0.9, down only at ratio ≤ 0.5 (a slow
+        # every decision followed the rule: up only at ratio ≥ 0.9, down only at ratio ≤ 0.6 (a slow
         # batch on a busy machine may legitimately scale up again at the low rate)
-        assert all(d["inputs"]["ratio"] >= 0.9 if d["new_value"] > d["old_value"] else d["inputs"]["ratio"] <= 0.5
-                   for d in ds)
+        assert all(d["inputs"]["ratio"] >= 0.9 if d["new_value"] > d["old_value"]
+                   else d["inputs"]["ratio"] <= SCALE_DOWN_RATIO for d in ds)
         applied = [a for a in tail[-1]["applied"] if a["status"] == "applied"]
         assert len(applied) >= 2  # the driver applied the up and the down directives
     finally:
@@ -140,28 +144,3 @@ def same_statistics_live_and_replayed(plane, job, logs, tmp_path):
     assert len(compared[0]) >= 10
     assert_close(compared[0], compared[1], "live vs replayed")
     assert stats["profile"]["warmup"]["samples"] >= 1  # the added executor's first tasks are among the rows kept
-
-
-def test_dry_run_changes_nothing_but_records_decisions(standalone_cluster, plane, tmp_path):
-    job = "scaling-dry"
-    configure(plane, job, "dry-run")
-    driver = Driver(tmp_path, standalone_cluster, plane, job)
-    try:
-        wait_for(lambda: (driver.samples() or [{}])[-1].get("batch") is not None, 240, 1, "first batches")
-        wait_for(lambda: driver.executors() == 1, 60, 1, "initial size of one executor")
-
-        def reported():
-            j = requests.get(f"{plane.url}/api/v1/jobs/{job}", timeout=10).json()
-            return j if j.get("executors") == 1 else None
-
-        # one 1-core executor is one slot (Spark's defaultParallelism says max(cores, 2) = 2)
-        assert wait_for(reported, 30, 0.5, "the reporter's executors")["slots"] == 1
-        driver.rate(24_000)
-        wait_for(lambda: any(d["new_value"] > d["old_value"] for d in decisions(plane, job)), 240, 1,
-                 "a recorded scale-up")
-        time.sleep(6)
-        assert all(d["status"] == "recorded" and d["mode"] == "dry-run" for d in decisions(plane, job))
-        assert {s["executors"] for s in driver.samples() if s["batch"] is not None} == {1}
-        assert requests.get(f"{plane.url}/api/v1/jobs/{job}/directives", timeout=10).json()["directives"] == []
-    finally:
-        driver.stop()
