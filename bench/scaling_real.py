@@ -58,6 +58,7 @@ import numpy as np
 import requests
 
 from spark_governor.api.processes import wait_for
+from spark_governor.bench.cpu_hog import cpu_hog as cpu_hog_processes
 from spark_governor.bench.latency_truth import schedule_rows, span_truths
 from spark_governor.bench.scaling import GOVERNED, count_oscillations
 from spark_governor.bench.scaling_real_measure import executor_seconds, measure_run
@@ -249,7 +250,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            configs: Optional[dict[str, dict]] = None, source_probe: bool = True,
                            warm_executors: bool = True, launch_hold: bool = True, jar_only: bool = False,
-                           log: Callable[[str], None] = lambda m: None) -> dict:
+                           cpu_hog: int = 0, log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``configs``: per
     governed policy, overrides of its defaults (stored whole in ``policy_configs``, as
     ``bench scaling --calibrate`` replays them): e.g. a baseline given as many executor-seconds as
@@ -261,7 +262,8 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     2026-11-28; ``collectors.launch_hold``: an added executor takes no waiting task cold while the executors
     working launch them within a wave); False: Spark's default. ``jar_only``: the job is attached by the
     listener jar's confs alone, as a job whose code cannot change (no source probe, no warm-up: the report
-    says both are off)."""
+    says both are off). ``cpu_hog``: that many busy processes on the machine while the cluster runs
+    (``bench.cpu_hog``): a slower cluster, registration and service alike."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane
 
@@ -278,7 +280,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     window_s = oscillation_intervals * evaluation_interval_s
     (workdir / "cluster").mkdir(exist_ok=True)
     results = []
-    with StandaloneCluster(workdir / "cluster", cores=max_executors) as cluster:
+    with cpu_hog_processes(cpu_hog), StandaloneCluster(workdir / "cluster", cores=max_executors) as cluster:
         settings = Settings(window_ms=window_ms, evaluation_interval_s=evaluation_interval_s)
         plane = ControlPlane(db_url=f"sqlite:///{workdir / 'plane.db'}", port=0, tokens={"ops": TOKEN},
                              settings=settings).start()
@@ -306,7 +308,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
             "static_executors": static_executors, "kingman_config": full_config("kingman", configs.get("kingman")),
             "policy_configs": {p: full_config(p, configs.get(p)) for p in policies if p in GOVERNED},
             "oscillation_window_s": window_s, "workdir": str(workdir), "source_probe": source_probe,
-            "warm_executors": warm_executors, "launch_hold": launch_hold, "jar_only": jar_only,
+            "warm_executors": warm_executors, "launch_hold": launch_hold, "jar_only": jar_only, "cpu_hog": cpu_hog,
             "launch_hold_waves": launch_hold_waves() if launch_hold else None,
             # the warm-up's tasks keep their slots by the hold's rule (io.sparkgovernor.SlotHold, since 2026-11-28)
             "slot_hold": bool(launch_hold and warm_executors),

@@ -606,11 +606,15 @@ def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, d
 @click.option("--jar-only", is_flag=True, default=False,
               help="Attach the job by the listener jar's Spark confs alone, as a job whose code cannot change: no "
                    "attach(), so no source probe and no executor warm-up (--probe and --warm are refused with it).")
+@click.option("--cpu-hog", default=0, show_default=True, type=click.IntRange(0, 16),
+              help="Busy processes on the machine while the runs go (bench.cpu_hog): a slower cluster, registration "
+                   "and service alike (1 on 2 cores: as runs 113–114's slower machine).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, configs: tuple[str, ...],
-                       probe: bool, warm: bool, launch_hold: bool, jar_only: bool, workdir, out: str) -> None:
+                       probe: bool, warm: bool, launch_hold: bool, jar_only: bool, cpu_hog: int, workdir,
+                       out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""
     from spark_governor.bench.scaling_real import POLICIES, format_real_table, run_real_scaling_bench
@@ -634,7 +638,7 @@ def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s:
     report = run_real_scaling_bench(levels=_levels(levels), level_s=level_seconds, bound_s=bound_ms / 1000.0,
                                     span_s=span_s, trigger_s=trigger_s, max_executors=max_executors, static_executors=static_executors,
                                     row_cost_us=row_cost_us, policies=names, configs=overrides, source_probe=probe,
-                                    warm_executors=warm, launch_hold=launch_hold, jar_only=jar_only,
+                                    warm_executors=warm, launch_hold=launch_hold, jar_only=jar_only, cpu_hog=cpu_hog,
                                     workdir=Path(workdir) if workdir else None,
                                     log=lambda m: click.echo(m, err=True))
     write_json(report, out, indent=2)
