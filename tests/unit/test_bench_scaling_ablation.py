@@ -149,3 +149,9 @@ def test_todays_code_and_defaults_give_the_stored_cells(stored, cluster, shape):
                    (shape_spec["switches"], shape_spec["duration_s"]), chosen, stored["seeds"])
     for name, r in got.items():
         assert r == pytest.approx(cell["variants"][name], rel=1e-9), name
+
+
+def test_every_real_run_kept_is_in_the_data_index():
+    index = (DATA / "README.md").read_text()
+    for p in sorted(DATA.glob("scaling-real-*.json")) + [STORED]:
+        assert f"`{p.name}`" in index, p.name
