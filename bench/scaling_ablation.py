@@ -52,7 +52,6 @@ PEAK = 16000.0
 #: gains and losses that count (issue #44): two points of attainment, 5 % of executor-seconds
 POINTS = 0.02
 SAVING = 0.05
-DEFAULT_REPORTS = "tests/data/scaling-real-*.json"
 
 #: the policies' extensions, each with the value(s) that turn it off (the paper's rule where it has one)
 EXTENSIONS: dict[str, dict[str, dict]] = {

@@ -250,7 +250,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
                            window_ms: int = 8000, oscillation_intervals: int = 12,
                            configs: Optional[dict[str, dict]] = None, source_probe: bool = True,
                            warm_executors: bool = True, launch_hold: bool = True, jar_only: bool = False,
-                           cpu_hog: int = 0, log: Callable[[str], None] = lambda m: None) -> dict:
+                           cpu_hog: float = 0.0, log: Callable[[str], None] = lambda m: None) -> dict:
     """Every policy in ``policies`` on the staircase; returns the JSON-ready report. ``configs``: per
     governed policy, overrides of its defaults (stored whole in ``policy_configs``, as
     ``bench scaling --calibrate`` replays them): e.g. a baseline given as many executor-seconds as
@@ -262,7 +262,7 @@ def run_real_scaling_bench(levels=DEFAULT_LEVELS, level_s: float = 50.0, trigger
     2026-11-28; ``collectors.launch_hold``: an added executor takes no waiting task cold while the executors
     working launch them within a wave); False: Spark's default. ``jar_only``: the job is attached by the
     listener jar's confs alone, as a job whose code cannot change (no source probe, no warm-up: the report
-    says both are off). ``cpu_hog``: that many busy processes on the machine while the cluster runs
+    says both are off). ``cpu_hog``: cores' worth of CPU taken by busy processes while the cluster runs
     (``bench.cpu_hog``): a slower cluster, registration and service alike."""
     from spark_governor.api.app import Settings
     from spark_governor.api.server import ControlPlane

@@ -606,14 +606,14 @@ def _policy_configs(raw: tuple[str, ...], names: tuple[str, ...]) -> dict[str, d
 @click.option("--jar-only", is_flag=True, default=False,
               help="Attach the job by the listener jar's Spark confs alone, as a job whose code cannot change: no "
                    "attach(), so no source probe and no executor warm-up (--probe and --warm are refused with it).")
-@click.option("--cpu-hog", default=0, show_default=True, type=click.IntRange(0, 16),
-              help="Busy processes on the machine while the runs go (bench.cpu_hog): a slower cluster, registration "
-                   "and service alike (1 on 2 cores: as runs 113–114's slower machine).")
+@click.option("--cpu-hog", default=0.0, show_default=True, type=click.FloatRange(0, 16), metavar="CORES",
+              help="CPU taken by busy processes while the runs go, in cores (0.5: half of one; bench.cpu_hog): a "
+                   "slower cluster, registration and service alike (1 core of 2: registration 24 s, service ×1.5).")
 @click.option("--workdir", default=None, type=click.Path(file_okay=False), help="Logs, checkpoints, SQLite (default: a temp dir).")
 @click.option("--out", default="bench-results/scaling-real.json", show_default=True, type=click.Path(dir_okay=False))
 def bench_scaling_real(levels: str, level_seconds: float, bound_ms: int, span_s: float, max_executors: int,
                        static_executors: int, row_cost_us: float, trigger_s: float, policies: str, configs: tuple[str, ...],
-                       probe: bool, warm: bool, launch_hold: bool, jar_only: bool, cpu_hog: int, workdir,
+                       probe: bool, warm: bool, launch_hold: bool, jar_only: bool, cpu_hog: float, workdir,
                        out: str) -> None:
     """Executor policies vs static executors on a real Spark standalone cluster on 127.0.0.1 (needs Java;
     minutes per policy); writes the measured cluster parameters for `bench scaling --calibrate`."""

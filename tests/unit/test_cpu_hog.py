@@ -32,6 +32,16 @@ def test_the_hogs_burn_cpu_and_are_gone_after():
         assert none == []
 
 
+def test_a_fraction_of_a_core_is_one_process_busy_for_its_share():
+    with cpu_hog(0.3) as pids:
+        assert len(pids) == 1
+        before = _cpu_ticks(pids[0])
+        time.sleep(2.0)
+        used = (_cpu_ticks(pids[0]) - before) / os.sysconf("SC_CLK_TCK")
+    assert 0.2 <= used <= 1.0, used  # about 0.6 s of CPU in 2 s; a whole core would be 2 s
+    assert not _alive(pids[0])
+
+
 def test_an_error_inside_still_stops_them():
     with pytest.raises(RuntimeError):
         with cpu_hog(1) as pids:
