@@ -57,8 +57,7 @@ policy evaluation (``api.governor``):
   ×2.3 and two warmed ones). ``idle_work_factor``: ``work_factor`` over the others, registered more than
   that before their first task (warmed ones ran theirs ×1.4 in runs 91 and 92: the streaming query's own
   classes and code are still loaded then).
-  Policies read ``factor`` (Kingman's ``warmup_sizing``, tuned on it); the simulator calibrated from a
-  real run slows a new executor's first task by ``work_factor`` (``bench.calibration_cluster``; by the
+  The simulator calibrated from a real run slows a new executor's first task by ``work_factor`` (``bench.calibration_cluster``; by the
   ``cold_*`` and ``idle_work_factor`` figures where the profile has both kinds).
 * **Driver overhead** per micro-batch (seconds): the batch's duration (``batchDuration``) minus the
   span of its tasks (first launch → last finish; tasks joined on query id and batch id). Planning,

@@ -55,25 +55,11 @@ SAVING = 0.05
 #: the policies' extensions, each with the value(s) that turn it off (the paper's rule where it has one)
 EXTENSIONS: dict[str, dict[str, dict]] = {
     "kingman": {
-        "wide fitting clamp (e 0.1–10)": {"e_clamp_low": 0.8, "e_clamp_high": 1.2},
-        "hysteresis (min_relative_change)": {"min_relative_change": 0.0},
         "bulk arrivals": {"bulk_arrivals": False},
         "scale-down margin": {"scale_down_margin": 0.0},
-        "latest-window bottleneck": {"latest_window_bottleneck": False},
-        "settle after change": {"settle_after_change": False},
-        "short rate span (rate_span_s)": {"rate_span_s": None},
-        "arrival utilization": {"arrival_utilization": False},
-        "in flight (Eq. 4.12 between batches)": {"in_flight": False},
-        "projected backlog": {"backlog_projected": False},
-        "cluster model (delay, overhead, trend)": {"cluster_model": False},
-        "lazy scale-down (scale_down_delay_s)": {"scale_down_delay_s": 0.0},
-        "no scale-up after scale-down (after_scale_down_s)": {"after_scale_down_s": 0.0},
         "spare executor": {"spare_executors": 0},
         "live rate": {"live_rate": False},
-        "warm-up sizing": {"warmup_sizing": False},
         "wave sizing": {"wave_sizing": False},
-        "catch-up": {"catch_up": False},
-        "backlog tolerance on scale-down": {"backlog_tolerance_intervals": 1e9},
     },
     "threshold": {
         "in flight": {"in_flight": False},
@@ -126,10 +112,14 @@ def shapes(peak: float = PEAK, seed: int = 0) -> dict[str, tuple[list[list[float
 
 def clusters(paths: list[str], derive: bool = True) -> list[tuple[str, str, dict]]:
     """(name, report path, simulator overrides) per cluster: each report's own, and (``derive``) four derived from
-    the newest report (by its ``date``, else its name): registration × 2 / × ½, service × 1.5 / × 1/1.5."""
+    the newest report of a quiet cluster (by its ``date``, else its name; a run with ``cpu_hog`` is a slowed
+    cluster of its own, not a reference to derive from — unless every report is one): registration × 2 / × ½,
+    service × 1.5 / × 1/1.5."""
     out = [(Path(p).stem.replace("scaling-real-", ""), str(p), {}) for p in paths]
     if derive and paths:
-        newest = max(paths, key=lambda p: (str(load_report(p).get("date") or ""), Path(p).name))
+        reports = {p: load_report(p) for p in paths}
+        quiet = [p for p in paths if not reports[p].get("cpu_hog")] or list(paths)
+        newest = max(quiet, key=lambda p: (str(reports[p].get("date") or ""), Path(p).name))
         base = Path(newest).stem.replace("scaling-real-", "")
         for label, over in (("registration ×2", {"registration": 2.0}), ("registration ×½", {"registration": 0.5}),
                             ("service ×1.5", {"service": 1.5}), ("service ×1/1.5", {"service": 1 / 1.5})):

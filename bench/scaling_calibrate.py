@@ -64,6 +64,7 @@ from spark_governor.bench.scaling import GOVERNED, count_oscillations, governed,
 from spark_governor.bench.scaling_sim import simulate
 from spark_governor.bench.scaling_sim_model import DEFAULT_PARAMS, SimParams, SimResult
 from spark_governor.collectors.reporter import STATE_INTERVAL_S
+from spark_governor.policies.kingman_config import REMOVED_OPTIONS as KINGMAN_REMOVED
 
 GAP_GOAL_POINTS = 5.0  # issue 14: simulated vs real attainment within 5 points
 
@@ -176,8 +177,7 @@ def run_rate(report: dict, run: dict):
 #: Kingman options added after a real run's config was stored (``report["kingman_config"]`` lists every
 #: option of its day), with the value that behaves as the code did before them: a replay of that run
 #: gets these where its config lacks them
-REPLAY_KINGMAN = {"wave_sizing": False, "scale_down_delay_s": 30.0,  # the delay's default until 2026-11-27
-                  "catch_up": False}
+REPLAY_KINGMAN = {"wave_sizing": False}
 #: the same for utilization-target (its live rate and whole waves from 2026-11-27 16:00 UTC)
 REPLAY_UTILIZATION = {"wave_sizing": False, "live_rate": False, "catch_up": False}
 #: per policy
@@ -200,6 +200,8 @@ def controller(report: dict, run: dict, params: SimParams, replay: bool = False)
         config = (report.get("kingman_config") or {}) if name == "kingman" else {}
     if replay:
         config = {**REPLAY_GOVERNED, **REPLAY_POLICY.get(name, {}), **config}
+    if name == "kingman":  # a run of before issue #44 names options since removed: today's code has no such rule
+        config = {k: v for k, v in config.items() if k not in KINGMAN_REMOVED}
     ctrl = governed(name, config)(params, 0.0)
     return replace(ctrl, initial_executors=start_executors(run, params))
 

@@ -11,9 +11,8 @@ one executor, over a few seeds. The baseline, measured in the same run, is the s
 run's ``max_executors`` (its executor-seconds are max × duration; every span within the bound on
 these staircases). Printed per staircase and variant: attainment (mean and worst over seeds: the
 share of constraint spans whose true mean latency is within the bound) and executor-seconds as a ratio
-of the static run's. It is how the ``spare_executors`` and ``spare_when`` defaults were chosen
-(docs/policies/kingman.md, "A spare executor only when it pays"; docs/benchmarks.md, "Spare
-capacity"); the figures that count are the real cluster's (``bench scaling-real``). The cluster
+of the static run's. It is how the ``spare_executors`` default was first chosen (issue #44's
+``bench scaling-ablation`` now weighs every option over every measured cluster); the figures that count are the real cluster's (``bench scaling-real``). The cluster
 parameters are pooled over the *real* run's policies once (``bench.calibration_cluster.cluster_params``),
 the same for every staircase and variant; ``run_whatif(overrides=...)`` replaces some of them (e.g. a
 slower provisioning delay) to check a choice against a cluster other than the one measured.
@@ -39,12 +38,10 @@ STAIRCASES: tuple[tuple[tuple[float, ...], float], ...] = (
     ((2000, 4000, 8000, 16000, 8000, 4000, 2000), 40.0),
 )
 
-#: the variants compared by default: the thesis' size, a spare unless the source is probed (with
-#: ``overrides={"live_probe": True}`` none, the live rate sized for), one spare always (the default), two
+#: the variants compared by default: the thesis' size, one spare executor (the default), two
 VARIANTS: dict[str, dict] = {"spare 0 (thesis size)": {"spare_executors": 0},
-                             "spare unless probed": {"spare_when": "blind"},
-                             "spare 1 always (default)": {"spare_executors": 1, "spare_when": "always"},
-                             "spare 2 always": {"spare_executors": 2, "spare_when": "always"}}
+                             "spare 1 (default)": {"spare_executors": 1},
+                             "spare 2": {"spare_executors": 2}}
 
 
 def parse_staircases(text: str) -> tuple[tuple[tuple[float, ...], float], ...]:

@@ -3,8 +3,9 @@
 A policy that reads only completed micro-batches reacts to a batch that runs far past the latency
 bound only once it has completed, and not at all while no batch completes. The view's
 :class:`policies.base.LiveStats` (``aggregators.liveness``, from the reporters' query states, at
-least one a second) tells it earlier. Every executor policy (Kingman, threshold,
-utilization-target) asks :func:`pressure` first and, when it answers, scales out at once:
+least one a second) tells it earlier. Threshold and utilization-target ask :func:`pressure` first
+and, when it answers, scale out at once (Kingman sizes for the probed live rate instead, :func:`uses_live_rate`;
+its in-flight rules were removed by issue #44's ablation):
 
 * **in flight past the bound**: the mean age in flight (:func:`mean_in_flight_age_s`: the oldest
   unprocessed record's age less half a trigger interval, never below the running batch's age)

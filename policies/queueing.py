@@ -199,23 +199,6 @@ def with_load(v: VertexModel, factor: float) -> VertexModel:
     return replace(scaled, w=v.e * wk if math.isfinite(wk) and wk > TINY else None)
 
 
-def with_batch_load(v: VertexModel, factor: float) -> VertexModel:
-    """The model of a micro-batch stage ``v`` under ``factor`` times its arrival rate (issue #14;
-    ``policies.batch_load`` says why): the same tasks per batch, each serving ``factor`` times the
-    records, so S̄_v (and l_v) ×factor with Ā_v kept (ρ ×factor, as :func:`with_load`), and the wait at
-    the current parallelism p, waves of tasks behind one another, ×factor: ``w`` becomes
-    ``factor·W_v(p)``, which the refitted e_v reproduces exactly (no clamp: e_v of the measurement was
-    clamped already). Where the new load makes p unstable (ρ ≥ 1) the wait there is infinite. Not in
-    the thesis, whose per-record arrivals :func:`with_load` keeps. ``factor`` 1 returns ``v`` itself."""
-    if factor == 1.0:
-        return v
-    if factor <= 0:
-        raise ValueError(f"factor must be > 0, got {factor}")
-    now = v.wait(v.p)
-    scaled = replace(v, S=v.S * factor, l=v.l * factor, w=None, e_clamp=None)
-    return replace(scaled, w=now * factor if math.isfinite(now) and now > TINY else None)
-
-
 def sequence_wait(vertices: Sequence[VertexModel], p: Sequence[int]) -> float:
     """``W_S(p*_1..p*_n) = Σ_i W_{v_i}(p*_i)`` (Eq. 4.7; time), summed in index order."""
     return sum(v.wait(pi) for v, pi in zip(vertices, p, strict=True))
@@ -508,14 +491,3 @@ def scale_reactively(constraints: Iterable[Constraint], rho_max: float = BOTTLEN
                                safety_factor=c.safety_factor, max_utilization=max_utilization)
             P.update(zip(keys, result.p))
     return P
-
-
-def hysteresis_ok(old: int, new: int, min_relative_change: float = 0.04) -> bool:
-    """Whether a change passes the hysteresis ``|new − old| / old ≥ min_relative_change``.
-
-    The thesis has no hysteresis; the 4% default is [C]'s (digest §10.11). With threshold 0 every
-    value passes, including no change. When ``old ≤ 0``, any change passes.
-    """
-    if old <= 0:
-        return new != old or min_relative_change <= 0
-    return abs(new - old) / old >= min_relative_change

@@ -2,8 +2,8 @@
 applies it): the sources' arrival rate, a stage's *true* processing rate per slot (records per busy
 slot-second), the load a pool of slots carries at a target rate and the fewest slots that keep it under a
 utilization. Units: rates in records (rows) per second, times in seconds, loads and utilizations as shares
-(0.7 = 70 %). Pure: no I/O. Used by utilization-target (its whole model), Kingman (the arrival rate, a
-stage's true rate) and the catch-up sizing (``policies.catch_up``)."""
+(0.7 = 70 %). Pure: no I/O. Used by utilization-target (its whole model), Kingman (the arrival rate its live
+rate is measured against) and the catch-up sizing (``policies.catch_up``, utilization-target's)."""
 from __future__ import annotations
 
 import math

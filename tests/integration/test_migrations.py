@@ -54,3 +54,44 @@ def test_models_match_migrations(sqlite_url):
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     eng.dispose()
     assert diff == []
+
+
+def _kingman_lean_options(url: str) -> None:
+    """Migration 0012: a Kingman config stored with options issue #44 removed reads as today's; threshold's own
+    ``backlog_projected`` (an option it keeps) is left alone."""
+    from sqlalchemy import insert, select
+
+    from spark_governor.aggregators.models import jobs, policy_configs
+    from spark_governor.policies.kingman_config import KingmanConfig, REMOVED_OPTIONS
+    from spark_governor.policies.registry import get_policy, validate_config
+
+    db.upgrade(url, "0011")
+    eng = db.make_engine(url)
+    old = {"spare_executors": 2, "spare_when": "rising", "scale_down_delay_s": 30.0, "e_clamp_low": 0.8,
+           "in_flight": False, "max_value": 6}
+    with eng.begin() as conn:
+        job_id = conn.execute(insert(jobs).values(name="old-job", created_ms=1)).inserted_primary_key[0]
+        conn.execute(insert(policy_configs), [
+            {"job_id": job_id, "policy": "kingman", "enabled": True, "mode": "act", "config": old, "updated_ms": 1},
+            {"job_id": job_id, "policy": "threshold", "enabled": True, "mode": "act",
+             "config": {"backlog_projected": True}, "updated_ms": 1}])
+    eng.dispose()
+    db.upgrade(url)
+    eng = db.make_engine(url)
+    with eng.connect() as conn:
+        stored = dict(conn.execute(select(policy_configs.c.policy, policy_configs.c.config)).all())
+    eng.dispose()
+    assert stored["kingman"] == {"spare_executors": 2, "max_value": 6}
+    assert not set(stored["kingman"]) & set(REMOVED_OPTIONS)
+    assert validate_config(get_policy("kingman"), stored["kingman"]) == KingmanConfig(spare_executors=2, max_value=6)
+    assert stored["threshold"] == {"backlog_projected": True}
+    db.downgrade(url)
+
+
+def test_sqlite_drops_kingmans_removed_options(sqlite_url):
+    _kingman_lean_options(sqlite_url)
+
+
+@pytest.mark.postgres
+def test_postgres_drops_kingmans_removed_options(fresh_postgres_db):
+    _kingman_lean_options(fresh_postgres_db)

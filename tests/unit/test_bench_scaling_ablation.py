@@ -113,7 +113,7 @@ def test_the_cli_refuses_bad_input_before_running(tmp_path):
     assert "threshold: in flight off" in r.output and out.exists()
 
 
-STORED = DATA / "scaling-ablation-2026-12-07.json.gz"
+STORED = DATA / "scaling-ablation-2026-12-07-lean.json.gz"
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "benchmarks.md"
 
 
@@ -134,7 +134,8 @@ def test_the_docs_table_is_the_stored_ablations(stored):
         assert line in docs, line
 
 
-@pytest.mark.parametrize("cluster, shape", [("2026-12-07-0956", "spike"), ("2026-11-25", "hidden staircase")])
+@pytest.mark.parametrize("cluster, shape", [("2026-12-07-0956", "spike"), ("2026-11-25", "hidden staircase"),
+                                            ("2026-12-07-1437-cpu-hog", "sharp staircase")])
 def test_todays_code_and_defaults_give_the_stored_cells(stored, cluster, shape):
     """The ablation's rows for the defaults are today's: the same cells, run again, give the stored figures (the
     simulator is deterministic given its seeds). A changed default or model fails here until the ablation and the

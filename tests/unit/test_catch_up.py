@@ -1,4 +1,4 @@
-"""Catch-up sizing (``policies.catch_up``) and its use by Kingman under in-flight pressure: exact, on
+"""Catch-up sizing (``policies.catch_up``) and its use by utilization-target under in-flight pressure: exact, on
 hand-made views."""
 import math
 from dataclasses import replace
@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 
 from spark_governor.policies.base import BatchStats, ConstraintStats, JobView, LiveStats, StageStats
 from spark_governor.policies.catch_up import catch_up_slots, waiting
-from spark_governor.policies.kingman import KingmanPolicy
-from spark_governor.policies.kingman_config import KingmanConfig
 
 NOW = 1_800_000_000_000
 
@@ -73,58 +71,6 @@ def test_the_slots_are_the_fewest_that_run_the_catch_up_rate_within_rho_max(back
     while busy / k > rho * (1 + 1e-9):
         k += 1
     assert catch_up_slots(v, arrival + backlog / horizon, rho) == k
-
-
-KCFG = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=64, warmup_windows=1, spare_executors=0,
-                     cluster_model=False)
-
-
-def test_kingman_sizes_a_backlog_in_flight_for_catching_up():
-    # work in flight for 24 s against an 8 s bound: Eq. 4.12 doubles 2 → 4; the backlog of 60 000 rows
-    # at 5 000 rows/s arriving needs ⌈6.94⌉ = 7 executors (1 slot each) to be worked off within the bound
-    props = KingmanPolicy().evaluate(view(), KCFG)
-    assert [p.value for p in props] == [7] and "in flight" in props[0].reason
-    # the decision says so, with what sized it
-    assert "sized to catch up: 60,000 rows waiting worked off within 8 s at 12,500 rows/s" in props[0].reason
-    assert props[0].inputs["catch_up"] == {"executors": 7, "rows_per_second": pytest.approx(12_500.0),
-                                           "backlog_rows": pytest.approx(60_000.0), "horizon_s": 8.0,
-                                           "provisioning_delay_s": None}
-    thesis = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up": False}))
-    assert [p.value for p in thesis] == [4] and thesis[0].inputs["catch_up"] is None
-    assert "catch up" not in thesis[0].reason
-    # a longer horizon asks for less, never below the doubling
-    longer = KingmanPolicy().evaluate(view(), KCFG.model_copy(update={"catch_up_s": 60.0}))
-    assert [p.value for p in longer] == [4]  # 5 000 + 1 000 rows/s: 3.33 slots < 4
-    assert longer[0].inputs["catch_up"] is None and "catch up" not in longer[0].reason  # the doubling sized it
-    # no pressure (the records in flight within the bound): no catch-up either
-    assert all("in flight" not in p.reason for p in KingmanPolicy().evaluate(view(age=1.0, backlog=1000.0), KCFG))
-
-
-def test_catch_up_config_is_validated():
-    with pytest.raises(ValueError, match="catch_up_s"):
-        KingmanConfig(catch_up_s=0)
-
-
-def test_in_the_simulator_a_cold_start_catches_up_sooner():
-    # the sinusoid's first minute at 5 000 rows/s on one executor (2 000 rows/s each), the control plane's
-    # view: the second scale-out goes to 9 at once (catch-up) instead of doubling to 6, and the job is
-    # within the bound again sooner
-    from spark_governor.bench.scaling import PROFILES, bench_params, governed
-    from spark_governor.bench.scaling_sim import simulate
-
-    params = bench_params()
-    rate = PROFILES["sinusoid"](300)
-    runs = {on: simulate(rate, 300, governed("kingman", {"catch_up": on})(params, 5000), params, seed=0)
-            for on in (True, False)}
-    ups = {on: [(a.old, a.new) for a in r.actions if a.new > a.old][:2] for on, r in runs.items()}
-    assert ups[True][0] == ups[False][0] == (1, 3)
-    assert ups[True][1] == (3, 9) and ups[False][1] == (3, 6)
-    assert any("sized to catch up" in a.reason for a in runs[True].actions)
-    assert not any("sized to catch up" in a.reason for a in runs[False].actions)
-    late = {on: [i for i, s in enumerate(r.spans) if s.latency_s > params.constraint_bound + 1e-9]
-            for on, r in runs.items()}
-    assert len(late[True]) < len(late[False])
-    assert max(late[True]) < max(late[False])  # the start's backlog is gone sooner
 
 
 def test_utilization_target_catch_up_is_an_option_sized_at_its_target():

@@ -28,10 +28,10 @@ def constraint(latency_s, bound_s, name="c1", vertices=None):
     return ConstraintStats(name=name, vertices=vertices, bound_s=bound_s, span_s=5.0, latency_s=latency_s)
 
 
-# the literal model mapping (measured c_A, [C]'s e clamp, no scale-down margin); the Spark extensions that
-# are on by default (bulk c_A, wider e clamp, scale-down margin, ...) have their own tests in test_kingman_rules.py
+# the literal model mapping (measured c_A, no scale-down margin); the Spark extensions that
+# are on by default (bulk c_A, scale-down margin, spare, waves) have their own tests in test_kingman_rules.py
 CFG = KingmanConfig(trigger_interval_s=10.0, min_value=1, max_value=64, bulk_arrivals=False, scale_down_margin=0,
-                    e_clamp_low=0.8, e_clamp_high=1.2, spare_executors=0,
+                    spare_executors=0,
                     wave_sizing=False)  # the thesis' sizes (the oracle); waves: test_kingman_waves.py
 
 
@@ -49,9 +49,10 @@ def test_stage_statistics_map_onto_the_gg1_model():
     m = vertex_model(stage(rho=0.8, S=2.0, p=4, w=20.0), CFG)
     assert (m.p, m.S, m.p_max) == (4, 2.0, 16) and m.A == pytest.approx(2.5)
     assert m.utilization == pytest.approx(0.8)
-    # Kingman at p: 2·0.8/0.2·1 = 8 s; measured 20 s → e = 2.5, clamped to 1.2 as in the authors' code
-    assert m.kingman_unfitted == pytest.approx(8.0) and m.e == pytest.approx(1.2)
+    # Kingman at p: 2·0.8/0.2·1 = 8 s; measured 20 s → e = 2.5 (the authors' code would clamp it to 1.2)
+    assert m.kingman_unfitted == pytest.approx(8.0) and m.e == pytest.approx(2.5)
     assert vertex_model(stage(rho=0.8, S=2.0, p=4, w=9.6), CFG).e == pytest.approx(1.2)
+    assert vertex_model(stage(rho=0.8, S=2.0, p=4, w=200.0), CFG).e == pytest.approx(10.0)  # clamped (E_CLAMP)
     assert vertex_model(stage(rho=0.8, S=2.0, p=4, w=8.0), CFG).e == pytest.approx(1.0)
 
 
@@ -95,12 +96,10 @@ def test_infeasible_constraint_asks_for_p_max_and_says_so():
     assert p.value == 16 and p.inputs["infeasible"] == ["c1"] and "infeasible" in p.reason
 
 
-def test_warm_up_hysteresis_and_missing_data_mean_no_decision():
+def test_warm_up_and_missing_data_mean_no_decision():
     assert KingmanPolicy().evaluate(view([stage(windows=1)], [constraint(6.0, 3.0)]), CFG) == []
     assert KingmanPolicy().evaluate(view([stage()], [constraint(None, 3.0)]), CFG) == []
     assert KingmanPolicy().evaluate(view([stage()], []), CFG) == []
-    lazy = KingmanConfig(trigger_interval_s=10.0, min_relative_change=0.8, spare_executors=0, wave_sizing=False)
-    assert KingmanPolicy().evaluate(view([stage()], [constraint(6.0, 3.0)]), lazy) == []  # 4 → 7 is 75 %
 
 
 def test_slots_per_executor_and_several_constraints_share_one_pool():
@@ -171,8 +170,11 @@ def test_governor_decides_from_reported_statistics_and_a_declared_constraint(sql
                "templates": [{"key": "t-agg", "name": "agg", "ordinal": 0}], "stages": stages, "tasks": tasks,
                "batches": batches}
         assert c.post("/api/v1/reports", data=gz(rep), headers={"Content-Encoding": "gzip"}).status_code == 200
-    r = c.put("/api/v1/jobs/kj/policies/kingman?register=true", json={"mode": "act", "config": {"e_clamp_low": 2, "e_clamp_high": 1}},
+    r = c.put("/api/v1/jobs/kj/policies/kingman?register=true", json={"mode": "act", "config": {"max_utilization": 1.5}},
               headers=auth)
+    assert r.status_code == 400 and "max_utilization" in r.json["error"]
+    r = c.put("/api/v1/jobs/kj/policies/kingman?register=true", json={"mode": "act", "config": {"e_clamp_low": 0.5}},
+              headers=auth)  # an option issue #44 removed
     assert r.status_code == 400 and "e_clamp_low" in r.json["error"]
     assert c.put("/api/v1/jobs/kj/constraints/e2e?register=true", json={"bound_ms": 4500}, headers=auth).status_code == 200
     assert c.put("/api/v1/jobs/kj/policies/kingman?register=true", headers=auth,
@@ -240,10 +242,13 @@ def test_utilization_is_the_span_work_at_the_current_parallelism():
 
 
 def test_bottleneck_doubles_the_current_pool_and_never_scales_down():
-    # the stage last ran at 1 slot (a long batch from before the scale-up) but 6 executors are registered
-    st = stage(rho=0.995, p=1, max_tasks=32)
+    # the stage ran busy on all 6 slots of the pool: Eq. 4.12 doubles the pool
+    st = stage(rho=0.995, p=6, max_tasks=32)
     plan = KingmanPolicy().plan(view([st], [constraint(6.0, 3.0)], executors=6), CFG)
     assert plan["constraints"]["c1"]["slots"] == 12
-    # a bottleneck plan below the current size must not release executors
-    capped = stage(rho=0.995, p=1, max_tasks=4)
+    # the same busy fraction from a long batch on 1 slot from before a scale-up to 6: ρ on the pool is 0.17
+    late = KingmanPolicy().plan(view([stage(rho=0.995, p=1, max_tasks=32)], [constraint(6.0, 3.0)], executors=6), CFG)
+    assert not late["constraints"]["c1"]["bottleneck"]
+    # a bottleneck plan below the current size must not release executors (4 tasks, all busy, 6 executors)
+    capped = stage(rho=0.995, p=4, max_tasks=4)
     assert KingmanPolicy().evaluate(view([capped], [constraint(6.0, 3.0)], executors=6), CFG) == []

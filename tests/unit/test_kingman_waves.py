@@ -63,10 +63,8 @@ def _job(executors, util, live=None):
 
 
 def decide(v, **kw):
-    kw.setdefault("spare_when", "blind")
     kw.setdefault("scale_down_margin", 0.0)
-    cfg = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=8, warmup_windows=1, scale_down_delay_s=0.0,
-                        **kw)
+    cfg = KingmanConfig(trigger_interval_s=4.0, min_value=1, max_value=8, warmup_windows=1, **kw)
     return [(p.value, p.inputs.get("spare_executors")) for p in KingmanPolicy().evaluate(v, cfg)]
 
 
@@ -86,7 +84,7 @@ def test_a_plan_between_wave_counts_is_raised_to_the_next():
 
 
 def test_a_spare_that_adds_no_wave_is_not_kept():
-    base = dict(spare_when="always", live_rate=False)
+    base = dict(live_rate=False)
     assert decide(_job(2, 0.5), **base) == []  # 2 + 1 spare = 3 slots: still 2 waves
     assert decide(_job(2, 0.5), wave_sizing=False, **base) == [(3, 1)]
 
@@ -97,19 +95,20 @@ def test_scale_downs_skip_counts_with_an_idle_last_wave():
     assert decide(_job(4, 0.1), spare_executors=0, wave_sizing=False) == [(3, 0)]
 
 
-def test_blind_keeps_the_spare_unless_the_source_is_probed():
-    # spare_when 'blind': a probed source shows a step within a second and the plan is made for its live
-    # rate (live_rate unset, the default = when probed); without a probe the spare stays, as 'always'
+def test_a_probed_step_is_sized_for_at_once_in_whole_waves():
+    # a probed source shows a step within a second and the plan is made for its live rate (live_rate unset,
+    # the default = when probed), with the spare on top, in whole waves
     assert KingmanConfig().live_rate is None
     offsets = LiveStats(status="waiting", observed_ms=NOW, arrival_rows_per_second=4000.0, trigger_interval_s=4.0,
                         completed_batches=3)
     probed = replace(offsets, arrival_probed=True)
     v = view([3000] * 8, executors=3, util=0.5, tasks=16)
     assert decide(replace(v, live=offsets)) == [(4, 1)]  # the plan's 3 and the spare
-    assert decide(replace(v, live=replace(probed, arrival_rows_per_second=3000.0))) == []  # no spare
-    # a probed step to 4 800 rows/s is sized for at once (the completed batches still say 3 000)
+    assert decide(replace(v, live=replace(probed, arrival_rows_per_second=3000.0))) == [(4, 1)]  # no step
+    # a probed step to 4 800 rows/s is sized for at once (the completed batches still say 3 000): the plan for
+    # 1.6× the rate is 6 slots (16 tasks in 3 waves); a spare would run 3 waves as well, so none
     (up,) = decide(replace(v, live=replace(probed, arrival_rows_per_second=4800.0)))
-    assert up[0] > 3 and up[1] == 0
+    assert up == (6, 0)
     # the same live rate from the offsets is not used by default (a step shows there a batch late)
     assert decide(replace(v, live=replace(offsets, arrival_rows_per_second=4800.0))) == [(4, 1)]
 
@@ -121,44 +120,15 @@ def test_a_spare_on_a_surge_plan_is_trimmed_to_whole_waves_too():
     live = LiveStats(status="waiting", observed_ms=NOW, arrival_rows_per_second=6000.0, arrival_probed=True,
                      trigger_interval_s=4.0, completed_batches=3)
     v = _job(2, 0.2, live=live)
-    assert decide(v, spare_when="always") == []
-    assert decide(v, spare_when="always", wave_sizing=False) == [(3, 1)]
-
-
-def test_an_in_flight_scale_out_goes_to_whole_waves():
-    # a backlog growing by 0.1 s of work per second at 2 executors: the in-flight rule asks 3, which run the 4
-    # tasks in 2 waves as 2 do: 4 (run 21 on the standalone cluster: 2 → 3, then 3 → 2 eight seconds later)
-    live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=1.0,
-                     backlog_rows=80000.0, backlog_s=4.0, processing_rows_per_second=10000.0,
-                     backlog_growth_rows_per_second=1000.0, trigger_interval_s=4.0, completed_batches=3)
-    eager = {"spare_when": "always", "backlog_projected": False, "catch_up": False}
-    assert decide(_job(2, 0.5, live=live), **eager) == [(4, None)]
-    assert decide(_job(2, 0.5, live=live), **eager, wave_sizing=False) == [(3, None)]
-    # sized to work the 80 000 rows off within the bound as well (policies.catch_up): never beyond the 4 tasks
-    assert decide(_job(2, 0.5, live=live), **{**eager, "catch_up": True}) == [(4, None)]
-    assert decide(_job(2, 0.5, live=live), **{**eager, "catch_up": True}, wave_sizing=False) == [(4, None)]
-    # by default the growth is projected: 0.1 s/s over the horizon stays far within the bound, nothing to do
-    assert decide(_job(2, 0.5, live=live), spare_when="always") == []
-
-
-def test_an_in_flight_scale_out_on_a_live_step_is_not_held_after_a_scale_down():
-    # 9 s after a scale-down (within after_scale_down_s) a batch 10 s in flight (bound 8 s) is held back (the
-    # removal's re-run tasks make it late), unless the probed arrival rate shows a step the removal did not
-    # cause (run 23 on the standalone cluster: a 2x step's scale-out held for 20 s)
-    def v(rate):
-        live = LiveStats(status="running", observed_ms=NOW, running_batch_id=9, running_batch_age_s=10.0,
-                         trigger_interval_s=4.0, completed_batches=3, arrival_rows_per_second=rate, arrival_probed=True)
-        return replace(_job(2, 0.5, live=live), last_decision_ms={"executors": NOW - 9_000}, last_executor_direction=-1)
-
-    assert decide(v(4000.0), spare_when="always") == []  # the batches' own rate: held
-    assert decide(v(12000.0), spare_when="always") == [(4, None)]  # a live step: at once, in flight
+    assert decide(v) == []
+    assert decide(v, wave_sizing=False) == [(3, 1)]
 
 
 def test_a_scale_down_keeps_the_spare_in_whole_waves_as_the_way_up_does():
     # 4 executors after a peak; the plan is 1 (ρ 0.84 at one), the spare makes 2. One executor is not safe with
     # the 10 % margin, two are, and a spare beyond two adds no wave (3 run the 4 tasks as 2 do): 4 → 2. Checking
     # one executor instead held 4 through the whole 8 000 rows/s level of run 26 on the standalone cluster
-    kw = dict(spare_when="always", live_rate=False, scale_down_margin=0.1)
+    kw = dict(live_rate=False, scale_down_margin=0.1)
     v = _job(4, 0.21)
     assert KingmanPolicy().plan(v, KingmanConfig(trigger_interval_s=4.0, warmup_windows=1))["executors"] == 1
     assert [x for x, _ in decide(v, **kw)] == [2]

@@ -14,7 +14,6 @@ from spark_governor.policies.queueing import (
     Constraint,
     VertexModel,
     has_bottleneck,
-    hysteresis_ok,
     kingman_wait,
     rebalance,
     rebalance_spark,
@@ -158,7 +157,6 @@ def test_rebalance_scale_down():
     assert r.predicted_wait == approx(6.0125)
     optima, best = brute_force_rebalance((u1, u2), r.wait_budget, (9, 5))
     assert optima == [(10, 5)] and best == 15
-    assert hysteresis_ok(20, 10) and hysteresis_ok(10, 5)
 
 
 def test_rebalance_infeasible_goes_to_p_max():
@@ -450,15 +448,3 @@ def test_scale_reactively_rejects_bad_keys_and_ids():
         scale_reactively([Constraint("c", (VertexModel(1, 0.1, 1.0, p_max=2),), 15, 0.5)])
     with pytest.raises(ValueError):
         scale_reactively([Constraint("c", (v1(),), 15, 0.5), Constraint("c", (v2(),), 15, 0.5)])
-
-
-# -- hysteresis ------------------------------------------------------------------------------------
-
-def test_hysteresis():
-    assert hysteresis_ok(100, 104)
-    assert not hysteresis_ok(100, 103)
-    assert hysteresis_ok(100, 96) and not hysteresis_ok(100, 97)
-    assert hysteresis_ok(25, 26)           # exactly 4%
-    assert hysteresis_ok(10, 10, 0.0)      # threshold 0: everything passes (thesis-literal)
-    assert not hysteresis_ok(10, 10)
-    assert hysteresis_ok(0, 1)

@@ -88,7 +88,11 @@ def test_the_log_measures_what_the_live_bench_measured_of_the_static_run(replaye
 #: simulator calibrated from the live runs themselves misses it by 9 points too, and a second live run gave the same
 #: 0.885 and 390 (13:25 UTC): the simulator's gap, issue #44's; the bounds below are today's figures, so that it does
 #: not get worse unseen
-KNOWN_MISSES = {("hidden", "threshold"): {"gap_points": (-20.0, 0.0), "ratio": (1.0, 1.12)}}
+#: Kingman on the hidden staircase: the live run (2026-12-07 10:20) was of the Kingman before issue #44 removed its
+#: options; today's leaner one is predicted at 0.86 of that run's executor-seconds (its in-flight doublings and lazy
+#: scale-downs are gone), the attainment within the goal
+KNOWN_MISSES = {("hidden", "threshold"): {"gap_points": (-20.0, 0.0), "ratio": (1.0, 1.12)},
+                ("hidden", "kingman"): {"gap_points": (-5.0, 5.0), "ratio": (0.80, 0.90)}}
 
 
 def test_each_policys_prediction_is_within_the_goal_of_its_live_run(run):
