@@ -4,8 +4,8 @@ The job declares latency constraints (``aggregators.constraints``); every evalua
 models each constrained stage as a G/G/1 queue (thesis §4.6.2, digest 004 §5.2), fits the model to
 the measured wait, and asks for the fewest executors whose predicted latency meets every bound
 (the Spark objective of digest §11.5 on top of Algorithm 7's model; ``policies.queueing``). Its
-options are ``policies.kingman_config``: the thesis' parameters and the five extensions that earned
-their place in issue #44's ablation (``spark-governor bench scaling-ablation``, docs/policies/kingman.md).
+options are ``policies.kingman_config``: the thesis' parameters and the five extensions that issue
+#44's ablation kept (``spark-governor bench scaling-ablation``, docs/policies/kingman.md).
 
 **Template-vertex statistics → model** (digest §11.3; one choice per quantity, all in seconds,
 per *task*). Records of a micro-batch move through a stage in bulk with their task, so the
@@ -53,7 +53,7 @@ first decision), scale-downs one executor at a time (thesis §4.6.4) and only wi
 and the cool-down (no scale-down within 3 intervals after a scale-up). Under a bottleneck no latency
 is predicted (the model's wait at the current size is infinite).
 
-**Beyond the thesis**, each earned in issue #44's ablation (the rows in docs/policies/kingman.md):
+**Beyond the thesis**, each kept by issue #44's ablation (the rows in docs/policies/kingman.md):
 
 - ``spare_executors`` (1): one executor is kept beyond the plan, for a rate step met while a
   scale-out takes effect (the thesis' workers start in well under a second; Spark's take seconds to

@@ -1,5 +1,5 @@
 """Kingman's configuration: the thesis' parameters (Lohrmann, §4.6–4.7, digest 004) and the five extensions that
-earned their place in the ablation of issue #44 (``spark-governor bench scaling-ablation``; docs/policies/kingman.md,
+the ablation of issue #44 kept (``spark-governor bench scaling-ablation``; docs/policies/kingman.md,
 "Options"), each a named option with its default; :mod:`spark_governor.policies.kingman` says what each does and why.
 Units: seconds unless a name says otherwise; utilizations are shares (0.9 = 90 %)."""
 from __future__ import annotations
@@ -33,7 +33,7 @@ class KingmanConfig(SafetyConfig):
     # facts of the job, inferred
     trigger_interval_s: Optional[float] = Field(None, gt=0, description="Trigger interval; inferred when unset")
     slots_per_executor: Optional[int] = Field(None, ge=1, description="Task slots per executor; inferred when unset")
-    # the extensions that earned their place (issue #44)
+    # the extensions the ablation kept (issue #44; docs/policies/kingman.md, "Options")
     bulk_arrivals: bool = Field(True, description="c_A of a stage from its bulk task arrivals (tasks per slot − 1), "
                                                   "not from launch interarrival; see bulk_arrival_cv")
     scale_down_margin: float = Field(0.1, ge=0, lt=1, description="Scale down only when, one executor fewer, "
