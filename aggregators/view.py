@@ -79,17 +79,7 @@ def build_view(conn: Connection, job: str, window_s: float, window_ms: int, now_
                    partition_stats=view_stats(recent_partition_stats(conn, j.id, max_partition_batches,
                                                                         partition_key_batches)),
                    live=liveness.live_stats(conn, j.id, now_ms, window_s),
-                   cluster=_cluster(conn, j.id), last_executor_direction=_last_direction(conn, j.id))
-
-
-def _last_direction(conn: Connection, job_id: int) -> int:
-    """+1 / −1 when the job's latest executor decision added / removed executors, else 0."""
-    r = conn.execute(select(decisions.c.old_value, decisions.c.new_value).where(
-        decisions.c.job_id == job_id, decisions.c.knob == "executors")
-        .order_by(decisions.c.created_ms.desc(), decisions.c.id.desc()).limit(1)).first()
-    if r is None or not isinstance(r.old_value, (int, float)) or not isinstance(r.new_value, (int, float)):
-        return 0
-    return (r.new_value > r.old_value) - (r.new_value < r.old_value)
+                   cluster=_cluster(conn, j.id))
 
 
 def _cluster(conn: Connection, job_id: int) -> Optional[ClusterInputs]:

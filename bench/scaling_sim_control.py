@@ -339,10 +339,8 @@ class SimControlPlane:
                      getattr(cfg, "scaling_interval_s", 0) or 0, self.p.window_ms / 1000.0)
         lo = bisect_left(self.stats, t - 3_600_000, key=lambda b: b.trigger_ms)
         batches = tuple(self.stats[max(lo, len(self.stats) - 500):])
-        last = self.decisions[-1] if self.decisions else None
         return ClusteredJobView(
                        cluster=self.cluster(),
-                       last_executor_direction=0 if last is None else (1 if last.new > last.old else -1),
                        job="sim", now_ms=t, window_s=span_s, stages=self.stage_stats(t, span_s, registered),
                        batches=batches,
                        directives={KNOB: self.directive} if self.directive else {},

@@ -31,12 +31,6 @@ class ClusterInputs:
 @dataclass(frozen=True)
 class ClusteredJobView(JobView):
     cluster: Optional[ClusterInputs] = None
-    last_executor_direction: int = 0  # +1 / −1: the latest executor decision added / removed executors
-
-
-def last_executor_direction(view: JobView) -> int:
-    """+1 / −1 when the view's latest executor decision added / removed executors, 0 when unknown."""
-    return getattr(view, "last_executor_direction", 0)
 
 
 def cluster_of(view: JobView) -> Optional[ClusterInputs]:

@@ -338,7 +338,6 @@ def test_cluster_profile_is_what_the_control_plane_has_measured_by_then():
     c = sim.view(40_000).cluster
     assert c.provisioning_delay_s == pytest.approx(4.0) and c.driver_overhead_s == pytest.approx(0.25)
     assert c.warmup_factor == 2.0 and c.warmup_s == pytest.approx(2.0)  # 1 task × 2 × the 1 s steady task
-    assert sim.view(40_000).last_executor_direction == 1
     # before any scale-out: no provisioning or warm-up measured yet, only the driver overhead
     early = Simulation(rate, 9.0, step_ctrl(3, 10.0), params)
     early.run()
