@@ -82,8 +82,20 @@ def _executed(query) -> list[int]:
     return out
 
 
+def _committed_batch_id(query) -> Optional[int]:
+    """The last batch id in the query's checkpoint commit log (classic PySpark through py4j; None
+    where the JVM object is not reachable, e.g. Spark Connect). A batch that committed while
+    ``stop()`` interrupted it has no progress yet, so ``recentProgress`` alone can miss it."""
+    try:
+        latest = query._jsq.streamingQuery().commitLog().getLatestBatchId()
+        return int(latest.get()) if latest.isDefined() else None
+    except Exception:  # noqa: BLE001 - not a classic JVM query: the progress is all there is
+        return None
+
+
 def _last_batch_id(query) -> Optional[int]:
-    ids = _executed(query)
+    """The last batch the stopped query committed: the commit log where readable, else its progress."""
+    ids = [i for i in (_committed_batch_id(query), max(_executed(query), default=None)) if i is not None]
     return max(ids) if ids else None
 
 

@@ -4,6 +4,7 @@ the rate falls; the results equal a static-interval run on the same rows. The su
 (file source, processingTime trigger) resumes at the next batch id without losing or repeating a
 row, and the paced file wrapper delivers every file exactly once."""
 import os
+import threading
 import time
 from collections import Counter
 
@@ -16,7 +17,7 @@ from spark_governor.policies.batch_interval import completed_points
 from spark_governor.collectors.batch_interval import BatchIntervalApplier, TriggerRestartApplier
 from spark_governor.collectors.sources.paced import register_paced_sources
 from spark_governor.collectors.sources.pacing import write_control
-from spark_governor.collectors.supervisor import QuerySupervisor, RestartRefused
+from spark_governor.collectors.supervisor import QuerySupervisor, RestartRefused, _committed_batch_id
 from spark_governor.api.processes import wait_for
 
 pytestmark = pytest.mark.spark
@@ -176,9 +177,18 @@ def test_trigger_restart_resumes_at_next_batch_without_loss(spark, tmp_path):
         add_file(3)
         wait_for(lambda: len(seen) == 200, 120, 0.3, "the fourth file")
         old_run = sup.query.runId
-        for i in range(4, 6):  # arrive while the restart happens: read by the restarted query
-            add_file(i)
+        assert _committed_batch_id(sup.query) == max(ids)  # the commit log is read, not only the progress
+
+        def arrive_after_the_stop():  # files the old query cannot take: read by the restarted query
+            # sup.query waits for the restart's lock: the session's active queries show the new run
+            wait_for(lambda: any(q.runId != old_run for q in spark.streams.active), 120, 0.05, "the restarted query")
+            for i in range(4, 6):
+                add_file(i)
+
+        arrivals = threading.Thread(target=arrive_after_the_stop, daemon=True)
+        arrivals.start()
         status, message = applier(2.0)
+        arrivals.join(5)
         assert status == "applied", message
         result = sup.results[-1]
         assert result.verified and result.resumed_batch_id == result.previous_batch_id + 1, result
