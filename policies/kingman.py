@@ -68,8 +68,12 @@ is predicted (the model's wait at the current size is infinite).
   spare or a scale-down step goes to the fewest slots with its waves (``queueing.same_waves_slots``).
 - ``bulk_arrivals`` and ``scale_down_margin`` above.
 
-A planned load (the live rate) is modelled as the thesis would (``queueing.with_load``: Ā / load,
-e_v kept, the fixed latency held, the query load × load). Predicted latency is split into trigger
+A planned load (the live rate) is modelled as the thesis would (``queueing.with_load``: Ā / factor,
+e_v kept, the fixed latency held, the query load × factor), with one change where the thesis is silent on
+a micro-batch's fixed costs: the factor is the growth of the work, not of the rows
+(:func:`kingman_signals.work_growth`: only the per-row share of a batch grows; measured on the standalone
+cluster, the default staircase on ``attach()`` went from 0.69–0.72× static's executor-seconds to 0.62×
+with every span kept). Predicted latency is split into trigger
 wait + driver overhead + queueing + processing for the decision's record
 (:meth:`KingmanPolicy.latency_terms`).
 
@@ -87,7 +91,7 @@ from spark_governor.policies import in_flight
 from spark_governor.policies.base import ConstraintStats, JobView, Policy, Proposal, StageStats
 from spark_governor.policies.cluster_inputs import ClusterInputs, cluster_of
 from spark_governor.policies.kingman_config import KingmanConfig
-from spark_governor.policies.kingman_signals import live_load, trigger_wait_s
+from spark_governor.policies.kingman_signals import live_load, trigger_wait_s, work_growth
 from spark_governor.policies.queueing import (VertexModel, rebalance_spark, same_waves_slots, sequence_wait,
                                               wave_slots, with_load)
 from spark_governor.policies.safety import within_bounds
@@ -197,11 +201,12 @@ class KingmanPolicy(Policy):
         before warm-up. ``models`` maps a constraint to its stage models and fixed latency (s).
         ``load``: plan for that many times the measured arrival rate (the live rate, :func:`live_load`)."""
         spe = view.slots_per_executor(cfg.slots_per_executor)
-        query_rho = self._query_load(view, cfg, load)
+        work = work_growth(view, load)
+        query_rho = self._query_load(view, cfg, work)
         cluster = cluster_of(view)
         out, models_by_name = {}, {}
         for c in sorted(view.constraints, key=lambda x: x.name):
-            built = self._constraint_models(view, c, cfg, load)
+            built = self._constraint_models(view, c, cfg, work)
             if built is None:
                 return None
             models, fixed = built
@@ -239,7 +244,8 @@ class KingmanPolicy(Policy):
         if not out:
             return None
         return {"executors": max(1, max(c["executors"] for c in out.values())), "constraints": out,
-                "query_load": query_rho, "slots_per_executor": spe, "models": models_by_name, "load": load}
+                "query_load": query_rho, "slots_per_executor": spe, "models": models_by_name, "load": load,
+                "work": work}
 
     @staticmethod
     def latency_terms(view: JobView, cfg: KingmanConfig, cluster: Optional[ClusterInputs], latency_s: float,
@@ -360,7 +366,8 @@ class KingmanPolicy(Policy):
         if infeasible:
             reason += f"; infeasible even at p_max: {', '.join(infeasible)}"
         if plan["load"] > 1.0 and target > current:
-            reason += f"; sized for the live rate, {plan['load']:.2f}× the completed batches'"
+            reason += (f"; sized for the live rate, {plan['load']:.2f}× the completed batches' "
+                       f"({plan['work']:.2f}× their work)")
         if spare and target > current:
             reason += f"; {spare} spare {view.executor_unit} beyond the plan's {plan['executors']}"
         reason += view.local_mode_note()

@@ -113,7 +113,7 @@ def test_the_cli_refuses_bad_input_before_running(tmp_path):
     assert "threshold: in flight off" in r.output and out.exists()
 
 
-STORED = DATA / "scaling-ablation-2026-12-07-lean.json.gz"
+STORED = DATA / "scaling-ablation-2026-12-07-work.json.gz"
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "benchmarks.md"
 
 
