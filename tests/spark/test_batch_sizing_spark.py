@@ -177,7 +177,8 @@ def test_trigger_restart_resumes_at_next_batch_without_loss(spark, tmp_path):
         add_file(3)
         wait_for(lambda: len(seen) == 200, 120, 0.3, "the fourth file")
         old_run = sup.query.runId
-        assert _committed_batch_id(sup.query) == max(ids)  # the commit log is read, not only the progress
+        # the commit log is read, not only the progress (the sink has run before its batch's commit is written)
+        wait_for(lambda: _committed_batch_id(sup.query) == max(ids), 60, 0.1, "the batch's commit in the log")
 
         def arrive_after_the_stop():  # files the old query cannot take: read by the restarted query
             # sup.query waits for the restart's lock: the session's active queries show the new run
