@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators import liveness, queries
@@ -39,9 +39,15 @@ from spark_governor.aggregators.models import batches, decisions, latency_constr
 DEFAULT_SPAN_S = 5.0
 
 
+#: the share of spans that must be within the bound when the constraint does not say (the SLO's objective)
+DEFAULT_OBJECTIVE = 0.99
+
+
 def constraint_json(row) -> dict:
     return {"name": row.name, "vertices": row.vertices, "bound_ms": row.bound_ms, "span_s": row.span_s,
-            "use_event_time": row.event_time_metric, "updated_ms": row.updated_ms}
+            "use_event_time": row.event_time_metric, "objective": row.objective, "updated_ms": row.updated_ms,
+            "slo": {"spans_good": row.spans_good, "spans_bad": row.spans_bad,
+                    "judged_until_ms": row.judged_until_ms}}
 
 
 def list_constraints(conn: Connection, job_id: int) -> list:
@@ -49,10 +55,28 @@ def list_constraints(conn: Connection, job_id: int) -> list:
                         .order_by(latency_constraints.c.name)).all()
 
 
+#: a batch's predecessor older than this (ms) is not looked for: its wait is not estimated (``aggregators.latency``)
+LOOKBACK_MS = 3_600_000
+#: batches that ended this long (ms) before a range may still end in it by ``durationMs.triggerExecution``
+END_SLACK_MS = 60_000
+
+
 def _query_spans(conn: Connection, job_id: int, c, since_ms: int) -> list[dict]:
-    rows = conn.execute(select(batches).where(batches.c.job_id == job_id, batches.c.trigger_ms >= since_ms)
-                        .order_by(batches.c.trigger_ms)).mappings().all()
-    items = []
+    """Whole-query spans from ``since_ms`` on: the batches that end from then on and, per run, the trigger of the
+    batch before the first of them (its wait estimate needs it), at most ``LOOKBACK_MS`` earlier."""
+    rows = conn.execute(select(batches).where(
+        batches.c.job_id == job_id, batches.c.trigger_ms >= since_ms - LOOKBACK_MS,
+        batches.c.trigger_ms + batches.c.batch_duration_ms >= since_ms - END_SLACK_MS)
+        .order_by(batches.c.trigger_ms)).mappings().all()
+    items, first = [], {}
+    for r in rows:
+        first.setdefault(r["run_id"], r["trigger_ms"])
+    for run_id, t in first.items():
+        prev = conn.execute(select(func.max(batches.c.trigger_ms)).where(
+            batches.c.job_id == job_id, batches.c.run_id == run_id, batches.c.trigger_ms < t,
+            batches.c.trigger_ms >= since_ms - LOOKBACK_MS)).scalar()
+        if prev is not None:  # only its trigger matters: no rows, so it is in no span
+            items.append(BatchLatency(run_id, prev, 0.0, 0, None))
     for r in rows:
         _, wait_s = queries._event_time(r["observed_metrics"] or {})
         processing_ms = (r["durations_ms"] or {}).get("triggerExecution", r["batch_duration_ms"])
@@ -113,21 +137,19 @@ def _model_history(conn: Connection, job_id: int, name: str, since_ms: int):
     return predictions, feasible
 
 
-def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int = 12,
-            window_ms: int = 5000) -> dict:
-    """The constraint with its last ``spans`` complete spans: measured latency, bound, attainment and
-    the prediction in force (milliseconds in the answer, as the bound)."""
+def judged_spans(conn: Connection, job: str, job_id: int, c, since_ms: int, until_ms: int,
+                 window_ms: int = 5000) -> list[dict]:
+    """The constraint's judged spans that start in ``[since_ms, until_ms)`` (milliseconds, on span boundaries),
+    oldest first: measured latency (ms), the bound, ``attained`` and the prediction in force. A span nobody can
+    judge (no record left it and nothing in flight was late) is absent."""
     span_ms = int(round(c.span_s * 1000))
-    current_start = now_ms - now_ms % span_ms
-    since_ms = current_start - spans * span_ms
-    measured = (_query_spans(conn, job_id, c, since_ms - 3_600_000) if c.vertices is None
-                else _stage_spans(conn, job, c, since_ms, math.ceil((now_ms - since_ms) / window_ms) + 2))
-    measured = [m for m in measured if since_ms <= m["start_ms"] < current_start]
+    measured = (_query_spans(conn, job_id, c, since_ms) if c.vertices is None
+                else _stage_spans(conn, job, c, since_ms, math.ceil((until_ms + span_ms - since_ms) / window_ms) + 2))
+    measured = [m for m in measured if since_ms <= m["start_ms"] < until_ms]
     if c.vertices is None:
-        measured = sorted(measured + _in_flight_spans(conn, job_id, c, since_ms, current_start, measured),
+        measured = sorted(measured + _in_flight_spans(conn, job_id, c, since_ms, until_ms, measured),
                           key=lambda m: m["start_ms"])
-    waits = [m["wait_s"] for m in measured if m["wait_s"] is not None]
-    predictions, feasible = _model_history(conn, job_id, c.name, since_ms)
+    predictions, _ = _model_history(conn, job_id, c.name, since_ms)
     out = []
     for m in measured:
         end = m["start_ms"] + span_ms
@@ -135,13 +157,30 @@ def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int 
         latency_ms = m["latency_s"] * 1000.0
         out.append({"start_ms": m["start_ms"], "batches": m["batches"], "records": m["records"],
                     "latency_ms": latency_ms, "bound_ms": c.bound_ms, "attained": latency_ms <= c.bound_ms,
-                    "predicted_latency_ms": before[-1] * 1000.0 if before else None, "source": m["source"]})
+                    "predicted_latency_ms": before[-1] * 1000.0 if before else None, "source": m["source"],
+                    "wait_ms": None if m["wait_s"] is None else m["wait_s"] * 1000.0})
+    return out
+
+
+def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int = 12,
+            window_ms: int = 5000, until_ms: Optional[int] = None) -> dict:
+    """The constraint with its last ``spans`` complete spans before ``until_ms`` (default: before the span
+    containing ``now_ms``): measured latency, bound, attainment and the prediction in force (milliseconds in the
+    answer, as the bound), and its SLO counters (``aggregators.slo_spans``)."""
+    span_ms = int(round(c.span_s * 1000))
+    end = now_ms if until_ms is None else min(until_ms, now_ms)
+    current_start = end - end % span_ms
+    since_ms = current_start - spans * span_ms
+    out = judged_spans(conn, job, job_id, c, since_ms, current_start, window_ms)
+    waits = [s.pop("wait_ms") for s in out]
+    waits = [w for w in waits if w is not None]
+    _, feasible = _model_history(conn, job_id, c.name, since_ms)
     attained = [s["attained"] for s in out]
     return {**constraint_json(c), "spans": out,
             "attainment": sum(attained) / len(attained) if attained else None,
             "latest": out[-1] if out else None,
             "source": out[-1]["source"] if out else None,
-            "batching_wait_ms": 1000.0 * sum(waits) / len(waits) if waits else None,
+            "batching_wait_ms": sum(waits) / len(waits) if waits else None,
             "feasible": feasible}
 
 

@@ -33,21 +33,33 @@ class JobState:
         return self.state == "active"
 
 
-def _queries_terminated(conn: Connection, job_id: int) -> bool:
-    """Whether the latest query states the job's reporter sent all say ``terminated`` (and belong to
-    the latest run: a new run that sent no state yet is not stopped)."""
+def _latest_statuses(conn: Connection, job_id: int) -> Optional[list[str]]:
+    """The statuses in the latest query states the job's reporter sent (one per streaming query), or None when it
+    sent none or they come from before its latest run (a new run that sent no state yet)."""
     latest = conn.execute(select(query_states.c.received_ms, query_states.c.observed_ms)
                           .where(query_states.c.job_id == job_id)
                           .order_by(query_states.c.observed_ms.desc(), query_states.c.id.desc()).limit(1)).first()
     if latest is None:
-        return False
+        return None
     run_start = conn.execute(select(func.max(job_runs.c.first_ms)).where(job_runs.c.job_id == job_id)).scalar()
     if run_start is not None and latest.received_ms < run_start:
-        return False
-    statuses = {r.status for r in conn.execute(select(query_states.c.status).where(
+        return None
+    return [r.status for r in conn.execute(select(query_states.c.status).where(
         query_states.c.job_id == job_id, query_states.c.observed_ms >= latest.observed_ms - 60_000,
-        query_states.c.received_ms == latest.received_ms))}
+        query_states.c.received_ms == latest.received_ms))]
+
+
+def _queries_terminated(conn: Connection, job_id: int) -> bool:
+    """Whether the latest query states the job's reporter sent all say ``terminated`` (and belong to
+    the latest run: a new run that sent no state yet is not stopped)."""
+    statuses = set(_latest_statuses(conn, job_id) or ())
     return bool(statuses) and statuses == {"terminated"}
+
+
+def unfinished_queries(conn: Connection, job_id: int) -> int:
+    """Streaming queries whose latest reported state is not ``terminated``: a job silent with some is one whose
+    driver died or lost the control plane, not one that stopped its queries (``SparkGovernorJobStoppedReporting``)."""
+    return sum(1 for s in _latest_statuses(conn, job_id) or () if s != "terminated")
 
 
 def job_state(conn: Connection, job, now_ms: int, stopped_after_s: float = STOPPED_AFTER_S) -> JobState:

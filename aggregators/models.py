@@ -342,6 +342,12 @@ latency_constraints = Table(
     Column("span_s", Float, nullable=False),  # t: averaging span, seconds
     Column("event_time_metric", Boolean, nullable=False, default=True),  # use the observed event-time wait
     Column("updated_ms", BigInteger, nullable=False),
+    # the SLO (migration 0013): the share of spans that must be within the bound, and the spans judged so far
+    # (aggregators.slo_spans): counted once each, up to judged_until_ms (NULL: from the next pass on)
+    Column("objective", Float, nullable=False, server_default="0.99"),
+    Column("spans_good", BigInteger, nullable=False, server_default="0"),
+    Column("spans_bad", BigInteger, nullable=False, server_default="0"),
+    Column("judged_until_ms", BigInteger),
     UniqueConstraint("job_id", "name", name="uq_latency_constraints_job_name"),
 )
 

@@ -4,7 +4,9 @@ Per constraint (labels ``spark_job``, ``constraint``): the latest complete span'
 record latency, its bound, the attainment over the last 12 spans (spans without a completed
 micro-batch count as violated when work in flight was already older than the bound, see
 ``aggregators.constraints``), the model prediction in force and whether the latest model found
-the bound feasible. Per policy (labels ``spark_job``, ``policy``,
+the bound feasible; the SLO: spans judged good and bad so far (``spark_governor_constraint_spans_total{result}``,
+counters from SQL, so every worker and replica exports the same totals: ``aggregators.slo_spans``) and the
+objective. Per policy (labels ``spark_job``, ``policy``,
 ``quantity``): the relative prediction error of the latest judged decision,
 (observed − predicted) / predicted, for each quantity it predicted (``latency_s``, ``utilization``).
 Jobs silent for more than the metrics expiry are left out (``api.job_metrics``).
@@ -15,7 +17,7 @@ import logging
 
 import time
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
@@ -47,6 +49,11 @@ class ConstraintCollector:
                                       "Model prediction of the mean record latency in force", labels=labels)
         feasible = GaugeMetricFamily(f"{PREFIX}_constraint_feasible",
                                      "1 when the latest model found the bound feasible, 0 when not", labels=labels)
+        spans = CounterMetricFamily(f"{PREFIX}_constraint_spans",
+                                    "Averaging spans judged (result: good within the bound, bad over it; each counted "
+                                    "once, aggregators.slo_spans)", labels=labels + ["result"])
+        objective = GaugeMetricFamily(f"{PREFIX}_constraint_objective_ratio",
+                                      "The SLO: the share of spans that must be within the bound", labels=labels)
         error = GaugeMetricFamily(f"{PREFIX}_model_prediction_error_ratio",
                                   "(observed - predicted) / predicted of the latest judged decision",
                                   labels=["spark_job", "policy", "quantity"])
@@ -57,12 +64,15 @@ class ConstraintCollector:
                 if c.job_id not in names:
                     continue
                 job = names[c.job_id]
+                key = [job, c.name]
+                spans.add_metric(key + ["good"], c.spans_good)
+                spans.add_metric(key + ["bad"], c.spans_bad)
+                objective.add_metric(key, c.objective)
                 try:
                     m = constraints.measure(conn, job, c.job_id, c, now_ms, SPANS, self.window_ms)
                 except Exception:  # one bad constraint must never break /metrics for the other jobs
                     logging.getLogger("spark_governor.metrics").exception("constraint %s of %s", c.name, job)
                     continue
-                key = [job, c.name]
                 bound.add_metric(key, c.bound_ms / 1000.0)
                 if m["latest"] is not None:
                     latency.add_metric(key, m["latest"]["latency_ms"] / 1000.0)
@@ -85,4 +95,4 @@ class ConstraintCollector:
                     o = observed.get(quantity)
                     if isinstance(p, (int, float)) and isinstance(o, (int, float)) and p:
                         error.add_metric([names[d.job_id], d.policy, quantity], (o - p) / p)
-        yield from (latency, bound, attainment, predicted, feasible, error)
+        yield from (latency, bound, attainment, predicted, feasible, spans, objective, error)

@@ -3,7 +3,9 @@
 ``PUT/DELETE /api/v1/jobs/<job>/constraints/<name>`` (bearer token, audited) declare or remove a
 constraint; ``GET`` shows each constraint per averaging span: measured mean record latency, the
 bound, whether it was attained, the model's prediction in force, and where the measurement comes
-from (``event-time``, ``estimated`` or ``stage-latency``; see ``aggregators.constraints``).
+from (``event-time``, ``estimated`` or ``stage-latency``; see ``aggregators.constraints``), over the
+last ``spans`` spans before ``until_ms`` (default now), and its SLO: the objective and the counts of
+spans judged good and bad so far (``aggregators.slo_spans``).
 """
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ class ConstraintSettings(BaseModel):
     span_s: float = Field(store.DEFAULT_SPAN_S, ge=0.001, le=3600, description="Averaging span t, seconds")
     use_event_time: StrictBool = Field(True, description="Measure the wait from the job's observed event-time metric "
                                                    "when it reports one")
+    objective: float = Field(store.DEFAULT_OBJECTIVE, gt=0, lt=1,
+                             description="The SLO: the share of spans that must be within the bound (0 < objective "
+                                         "< 1); burn-rate alerts compare the share of bad spans with 1 - objective")
 
     @field_validator("vertices")
     @classmethod
@@ -55,24 +60,32 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
             raise ApiError(400, "spans: must be an integer between 1 and 720")
         return int(raw)
 
+    def until_arg() -> Optional[int]:
+        raw = request.args.get("until_ms")
+        if raw is None:
+            return None
+        if not raw.isdigit() or len(raw) > 15:
+            raise ApiError(400, "until_ms: must be a non-negative integer (milliseconds since the epoch)")
+        return int(raw)
+
     @bp.get("/api/v1/jobs/<job>/constraints")
     def list_constraints(job: str):
-        spans, now = spans_arg(), now_ms()
+        spans, until, now = spans_arg(), until_arg(), now_ms()
         with engine.connect() as conn:
             j = queries.job_row(conn, job)
-            items = [store.measure(conn, job, j.id, c, now, spans, window_ms)
+            items = [store.measure(conn, job, j.id, c, now, spans, window_ms, until)
                      for c in store.list_constraints(conn, j.id)]
         return jsonify(job=job, constraints=items)
 
     @bp.get("/api/v1/jobs/<job>/constraints/<name>")
     def get_constraint(job: str, name: str):
-        spans, now = spans_arg(), now_ms()
+        spans, until, now = spans_arg(), until_arg(), now_ms()
         with engine.connect() as conn:
             j = queries.job_row(conn, job)
             c = store.find(conn, j.id, name)
             if c is None:
                 raise ApiError(404, f"constraint {name!r} of job {job!r} not found")
-            return jsonify(job=job, **store.measure(conn, job, j.id, c, now, spans, window_ms))
+            return jsonify(job=job, **store.measure(conn, job, j.id, c, now, spans, window_ms, until))
 
     @bp.put("/api/v1/jobs/<job>/constraints/<name>")
     @audited(engine)
@@ -89,7 +102,7 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
             raise ApiError(400, str(exc)) from None
         now = now_ms()
         values = dict(vertices=settings.vertices, bound_ms=settings.bound_ms, span_s=settings.span_s,
-                      event_time_metric=settings.use_event_time, updated_ms=now)
+                      event_time_metric=settings.use_event_time, objective=settings.objective, updated_ms=now)
         with engine.begin() as conn:
             jid = configurable_job(conn, job, register, now)
             others = [c for c in store.list_constraints(conn, jid) if c.name != name]
@@ -99,7 +112,7 @@ def build_constraints_blueprint(engine: Engine, window_ms: int) -> Blueprint:
                                     f"({others[0].span_s:g} s)")
             res = conn.execute(update(latency_constraints).where(
                 latency_constraints.c.job_id == jid, latency_constraints.c.name == name).values(**values))
-            if res.rowcount == 0:
+            if res.rowcount == 0:  # its SLO counts the spans from the next one on (aggregators.slo_spans)
                 conn.execute(insert(latency_constraints).values(job_id=jid, name=name, **values))
             row = store.find(conn, jid, name)
         return jsonify(job=job, **store.constraint_json(row)), 200

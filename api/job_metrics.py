@@ -12,12 +12,15 @@ Liveness (``aggregators.job_state``), per job that ever reported:
   for ``stopped_after_s``, default 30 s, or every streaming query of its latest run terminated) and
   for a pre-registered job that never reported;
 * ``spark_governor_job_last_report_age_seconds{spark_job}`` — seconds since the control plane received
-  the job's latest report (control-plane clock).
+  the job's latest report (control-plane clock);
+* ``spark_governor_job_unfinished_queries{spark_job}`` — streaming queries whose latest reported state is
+  not ``terminated``: with the report age, a job that went silent without stopping its queries (a dead
+  driver) tells from one that finished (alert ``SparkGovernorJobStoppedReporting``).
 
 Expiry. A job silent for longer than ``expiry_s`` (``serve --metrics-expiry``, seconds, default
 600; 0 = never) is *expired*: none of its series are exported any more — gauges and counters —
 so a stopped job no longer shows its last values; its history stays in SQL (and in the API).
-``job_up`` (0) and the report age outlive the expiry: they are exported until the job has been
+``job_up`` (0), the report age and the unfinished queries outlive the expiry: they are exported until the job has been
 silent for ``max(expiry_s, UP_HORIZON_S)`` (a day by default), so an alert on ``job_up == 0`` or on
 the age sees a dead job for a day and then the job leaves Prometheus. With ``expiry_s = 0``
 nothing expires. A pre-registered job that never reported does not expire (it was configured on
@@ -32,7 +35,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
-from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state
+from spark_governor.aggregators.job_state import STOPPED_AFTER_S, job_state, unfinished_queries
 from spark_governor.aggregators.models import jobs, query_states
 
 PREFIX = "spark_governor"
@@ -103,6 +106,9 @@ class JobCollector:
                                labels=["spark_job"])
         age = GaugeMetricFamily(f"{PREFIX}_job_last_report_age_seconds",
                                 "Seconds since the job's latest report (control-plane clock)", labels=["spark_job"])
+        unfinished = GaugeMetricFamily(f"{PREFIX}_job_unfinished_queries",
+                                       "Streaming queries whose latest reported state is not terminated",
+                                       labels=["spark_job"])
         horizon_s = max(self.expiry_s, self.up_horizon_s)
         now_ms = int(time.time() * 1000)
         with self.engine.connect() as conn:
@@ -114,5 +120,7 @@ class JobCollector:
                 up.add_metric([j.name], 1.0 if state.active else 0.0)
                 if silent is not None:
                     age.add_metric([j.name], silent)
+                    unfinished.add_metric([j.name], unfinished_queries(conn, j.id))
         yield up
         yield age
+        yield unfinished

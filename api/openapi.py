@@ -65,6 +65,8 @@ JOB = _path_param("job", "Job name as given to attach()", TypeAdapter(JobName).j
 NAME = _path_param("name", "Policy name (see GET /api/v1/policies)")
 WINDOWS = _query_int("windows", "Number of most recent statistics windows", 1, 1000, 12)
 SPANS = _query_int("spans", "Most recent complete averaging spans", 1, 720, 12)
+UNTIL = _query_int("until_ms", "The spans before this instant (ms since the epoch; default now), e.g. a constraint's "
+                               "slo.judged_until_ms: the spans its SLO counters hold", 0)
 WRITE = [{"bearerAuth": []}]
 #: reports need a token with the report scope unless the plane runs with --anonymous-reports (then none)
 REPORT = [{"bearerAuth": []}, {}]
@@ -166,11 +168,11 @@ def _paths() -> dict:
                                              "parameters": [JOB], "responses": _responses(s.HoldList, 404)}},
         "/api/v1/jobs/{job}/constraints": {"get": {
             "summary": "Latency constraints with measured latency, bound, attainment and prediction per span",
-            "parameters": [JOB, SPANS], "responses": _responses(s.ConstraintList, 400, 404)}},
+            "parameters": [JOB, SPANS, UNTIL], "responses": _responses(s.ConstraintList, 400, 404)}},
         "/api/v1/jobs/{job}/constraints/{name}": {
             "parameters": [JOB, _path_param("name", "Constraint name (the same rules as a job name)",
                                             TypeAdapter(JobName).json_schema())],
-            "get": {"summary": "One latency constraint per span", "parameters": [SPANS],
+            "get": {"summary": "One latency constraint per span", "parameters": [SPANS, UNTIL],
                     "responses": _responses(s.ConstraintDetail, 400, 404)},
             "put": {"summary": "Declare or change a latency constraint; 404 for a job that never reported "
                                "unless ?register=true", "security": WRITE, "parameters": [REGISTER],

@@ -1,4 +1,5 @@
-"""APScheduler jobs that run inside ``spark-governor serve``: retention and policy evaluation.
+"""APScheduler jobs that run inside ``spark-governor serve``: retention, policy evaluation and the SLO's span
+counts (``aggregators.slo_spans``).
 
 With a ``leader`` (``api.leader.Leader``) every job first checks that this process leads, so across
 workers and replicas each evaluation and each retention pass runs exactly once.
@@ -26,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from spark_governor.aggregators import slo_spans
 from spark_governor.aggregators.retention import purge_older_than
 from spark_governor.api.scheduler_metrics import SchedulerMetrics
 from spark_governor.api.surge_watch import SurgeWatch
@@ -122,6 +124,17 @@ def build_scheduler(engine: Engine, retention_s: float, retention_interval_s: fl
                     pass  # a database outage is counted (and logged) by the evaluation runs
 
             scheduler.add_job(surge, "interval", seconds=SURGE_CHECK_S, id="surges", max_instances=1, coalesce=True)
+
+    window_ms = getattr(governor, "window_ms", 5000)
+
+    def judge_spans() -> None:  # the SLO counters (aggregators.slo_spans)
+        try:
+            if leading():
+                slo_spans.judge(engine, int(time.time() * 1000), window_ms)
+        except DBAPIError:
+            pass  # a database outage is counted (and logged) by the evaluation and retention runs
+
+    scheduler.add_job(judge_spans, "interval", seconds=slo_spans.PASS_S, id="slo", max_instances=1, coalesce=True)
 
     purges = _Skips("retention", metrics.retention_skipped)
 

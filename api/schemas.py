@@ -386,13 +386,24 @@ class ConstraintSpan(_Body):
     source: Literal["event-time", "estimated", "stage-latency", "in-flight"]
 
 
+class SloCounts(_Body):
+    """The constraint's judged spans so far (``aggregators.slo_spans``), each counted once: exported as
+    ``spark_governor_constraint_spans_total{result}``."""
+
+    spans_good: int  # spans within the bound
+    spans_bad: int  # spans over the bound (in-flight spans included)
+    judged_until_ms: Optional[int]  # spans that start before this are counted; null: none judged yet
+
+
 class ConstraintFields(_Body):
     name: str
     vertices: Optional[list[str]]  # template keys; null: the whole query
     bound_ms: float
     span_s: float
     use_event_time: bool
+    objective: float  # the SLO: the share of spans that must be within the bound
     updated_ms: int
+    slo: SloCounts
 
 
 class Constraint(ConstraintFields):
