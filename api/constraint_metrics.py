@@ -51,7 +51,7 @@ class ConstraintCollector:
                                      "1 when the latest model found the bound feasible, 0 when not", labels=labels)
         spans = CounterMetricFamily(f"{PREFIX}_constraint_spans",
                                     "Averaging spans judged (result: good within the bound, bad over it; each counted "
-                                    "once, aggregators.slo_spans)", labels=labels + ["result"])
+                                    "once, aggregators.slo_spans)", labels=["spark_job", "constraint", "result"])
         objective = GaugeMetricFamily(f"{PREFIX}_constraint_objective_ratio",
                                       "The SLO: the share of spans that must be within the bound", labels=labels)
         error = GaugeMetricFamily(f"{PREFIX}_model_prediction_error_ratio",

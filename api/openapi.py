@@ -66,7 +66,7 @@ NAME = _path_param("name", "Policy name (see GET /api/v1/policies)")
 WINDOWS = _query_int("windows", "Number of most recent statistics windows", 1, 1000, 12)
 SPANS = _query_int("spans", "Most recent complete averaging spans", 1, 720, 12)
 UNTIL = _query_int("until_ms", "The spans before this instant (ms since the epoch; default now), e.g. a constraint's "
-                               "slo.judged_until_ms: the spans its SLO counters hold", 0)
+                               "slo.judged_until_ms: the spans its SLO counters hold", 0, 999_999_999_999_999)
 WRITE = [{"bearerAuth": []}]
 #: reports need a token with the report scope unless the plane runs with --anonymous-reports (then none)
 REPORT = [{"bearerAuth": []}, {}]

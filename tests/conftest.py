@@ -139,17 +139,20 @@ def fresh_postgres_db(postgres_url):
 # -- Prometheus ------------------------------------------------------------------------------
 @pytest.fixture
 def prometheus_factory(tmp_path):
-    """Start a real Prometheus scraping the given targets every second; stopped afterwards. The scrape config is
-    the plain one of deploy/prometheus.yml: no ``honor_labels`` (the Spark job is the exported ``spark_job``)."""
+    """Start a real Prometheus scraping the given targets every second and evaluating the given rule files every
+    second; stopped afterwards. The scrape config is the plain one of deploy/prometheus.yml: no ``honor_labels``
+    (the Spark job is the exported ``spark_job``)."""
     binary = shutil.which("prometheus")
     require(binary is not None, "prometheus (Debian package prometheus)")
     procs = []
 
-    def start(targets: list[str]) -> str:
+    def start(targets: list[str], rules: tuple = ()) -> str:
         port = free_port()
         cfg = tmp_path / "prometheus.yml"
+        rule_files = "".join(f"  - {str(r)!r}\n" for r in rules)
         cfg.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            + (f"rule_files:\n{rule_files}" if rules else "") +
             "scrape_configs:\n  - job_name: spark-governor\n"
             f"    static_configs:\n      - targets: {targets!r}\n".replace("'", '"'))
         proc = subprocess.Popen([binary, f"--config.file={cfg}", f"--web.listen-address=127.0.0.1:{port}",

@@ -48,8 +48,8 @@ def test_every_dashboard_is_a_sidecar_configmap_equal_to_its_json(rendered):
 
 def test_control_plane_deployment_service_secrets_and_servicemonitor(rendered):
     kinds = sorted({d["kind"] for d in rendered})
-    assert kinds == ["ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Secret", "Service",
-                     "ServiceMonitor"]
+    assert kinds == ["ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "PrometheusRule", "Secret",
+                     "Service", "ServiceMonitor"]
     assert all(d["metadata"].get("namespace") == "spark-governor" for d in rendered if d["kind"] != "Namespace")
     [dep] = by_kind(rendered, "Deployment")
     [pdb] = by_kind(rendered, "PodDisruptionBudget")
@@ -84,3 +84,7 @@ def test_control_plane_deployment_service_secrets_and_servicemonitor(rendered):
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
     assert all(svc["metadata"]["labels"].get(k) == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
     assert sm["spec"]["endpoints"][0]["port"] == "http" and sm["spec"]["endpoints"][0]["path"] == "/metrics"
+    # the shipped rules (the SLO's recording rules and the alerts) for the Prometheus Operator
+    [rule] = by_kind(rendered, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"] == yaml.safe_load((ROOT / "deploy" / "prometheus" / "spark-governor.rules.yml").read_text())

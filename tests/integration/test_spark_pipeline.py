@@ -159,9 +159,14 @@ def test_query_states_reach_the_control_plane_every_second(fed):
 
 
 @pytest.mark.prometheus
-def test_prometheus_evaluates_every_dashboard_panel(fed, prometheus_factory):
+def test_prometheus_evaluates_every_dashboard_panel(fed, prometheus_factory, tmp_path):
+    from spark_governor.api import prometheus_rules
+
     plane, _, _ = fed
-    prom = prometheus_factory([f"127.0.0.1:{plane.port}"])
+    # the shipped rules (the SLO row reads their recordings), the long windows evaluated every second, not minute
+    rules = tmp_path / "rules.yml"
+    rules.write_text(prometheus_rules.dump(prometheus_rules.render(slow_interval=None)))
+    prom = prometheus_factory([f"127.0.0.1:{plane.port}"], rules=(rules,))
 
     query = PromQL(prom).query
 
