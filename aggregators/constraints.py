@@ -23,6 +23,9 @@ and nothing is known to be late.
 
 Each span also carries the latest model prediction made before the span ended: decisions store
 ``prediction["constraints"][name]`` (predicted mean latency, seconds).
+
+:func:`judged_spans` judges the spans of any range; the API's view (:func:`measure`, the last spans before an
+instant) and the SLO's counters (``aggregators.slo_spans``, each span once) both use it, so they agree.
 """
 from __future__ import annotations
 
@@ -138,22 +141,25 @@ def _model_history(conn: Connection, job_id: int, name: str, since_ms: int):
 
 
 def judged_spans(conn: Connection, job: str, job_id: int, c, since_ms: int, until_ms: int,
-                 window_ms: int = 5000) -> list[dict]:
+                 window_ms: int = 5000, predictions: Optional[list] = None,
+                 now_ms: Optional[int] = None) -> list[dict]:
     """The constraint's judged spans that start in ``[since_ms, until_ms)`` (milliseconds, on span boundaries),
-    oldest first: measured latency (ms), the bound, ``attained`` and the prediction in force. A span nobody can
-    judge (no record left it and nothing in flight was late) is absent."""
+    oldest first: measured latency (ms), the bound, ``attained`` and the prediction in force (from ``predictions``,
+    ``[(created ms, predicted latency s)]`` oldest first; None: none). A span nobody can judge (no record left it
+    and nothing in flight was late) is absent. ``now_ms`` (default ``until_ms``): a stage sequence reads the
+    statistics windows from ``since_ms`` to then."""
     span_ms = int(round(c.span_s * 1000))
+    latest_ms = max(until_ms + span_ms, now_ms or 0)
     measured = (_query_spans(conn, job_id, c, since_ms) if c.vertices is None
-                else _stage_spans(conn, job, c, since_ms, math.ceil((until_ms + span_ms - since_ms) / window_ms) + 2))
+                else _stage_spans(conn, job, c, since_ms, math.ceil((latest_ms - since_ms) / window_ms) + 2))
     measured = [m for m in measured if since_ms <= m["start_ms"] < until_ms]
     if c.vertices is None:
         measured = sorted(measured + _in_flight_spans(conn, job_id, c, since_ms, until_ms, measured),
                           key=lambda m: m["start_ms"])
-    predictions, _ = _model_history(conn, job_id, c.name, since_ms)
     out = []
     for m in measured:
         end = m["start_ms"] + span_ms
-        before = [p for t, p in predictions if t < end]
+        before = [p for t, p in predictions or () if t < end]
         latency_ms = m["latency_s"] * 1000.0
         out.append({"start_ms": m["start_ms"], "batches": m["batches"], "records": m["records"],
                     "latency_ms": latency_ms, "bound_ms": c.bound_ms, "attained": latency_ms <= c.bound_ms,
@@ -171,10 +177,10 @@ def measure(conn: Connection, job: str, job_id: int, c, now_ms: int, spans: int 
     end = now_ms if until_ms is None else min(until_ms, now_ms)
     current_start = end - end % span_ms
     since_ms = current_start - spans * span_ms
-    out = judged_spans(conn, job, job_id, c, since_ms, current_start, window_ms)
+    predictions, feasible = _model_history(conn, job_id, c.name, since_ms)
+    out = judged_spans(conn, job, job_id, c, since_ms, current_start, window_ms, predictions, now_ms)
     waits = [s.pop("wait_ms") for s in out]
     waits = [w for w in waits if w is not None]
-    _, feasible = _model_history(conn, job_id, c.name, since_ms)
     attained = [s["attained"] for s in out]
     return {**constraint_json(c), "spans": out,
             "attainment": sum(attained) / len(attained) if attained else None,

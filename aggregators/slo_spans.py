@@ -51,7 +51,7 @@ def _judge_one(conn: Connection, c, job, now_ms: int, window_ms: int) -> tuple[i
     since = max(since, until - MAX_SPANS * span_ms)
     good = bad = 0
     if until > since and job.last_report_ms is not None and job.last_report_ms >= since:
-        for s in judged_spans(conn, job.name, job.id, c, since, until, window_ms):
+        for s in judged_spans(conn, job.name, job.id, c, since, until, window_ms, now_ms=now_ms):
             if s["attained"]:
                 good += 1
             else:

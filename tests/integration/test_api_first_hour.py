@@ -211,11 +211,17 @@ def test_a_job_whose_queries_terminated_gets_no_decisions(client, app, engine):
     (j,) = client.get("/api/v1/jobs").json["jobs"]
     assert (j["state"], j["state_reason"]) == ("stopped", "every streaming query terminated")
     assert _evaluate(app, engine, int(time.time() * 1000)) == []
+    from spark_governor.aggregators.job_state import unfinished_queries
+
+    with engine.connect() as conn:  # a job that stopped its queries: nothing for the stopped-reporting alert
+        assert unfinished_queries(conn, conn.execute(select(jobs.c.id)).scalar()) == 0
     # the query starts again: the job is active and evaluated again
     state.update(status="waiting", observed_ms=now + 1000, run_id="run-2")
     post(client, {"schema_version": 2, "job": "job-a", "reporter": {"id": "r1", "seq": 4}, "queries": [state]})
     assert client.get("/api/v1/jobs/job-a").json["state"] == "active"
     assert len(_evaluate(app, engine, int(time.time() * 1000))) == 1
+    with engine.connect() as conn:
+        assert unfinished_queries(conn, conn.execute(select(jobs.c.id)).scalar()) == 1
 
 
 def test_stats_cli_shows_the_latest_run_and_picks_another(control_plane):

@@ -285,7 +285,7 @@ def test_scheduler_counts_runs_the_database_refuses_and_keeps_running():
                     metric(text_, "spark_governor_retention_runs_skipped_total", reason="database_unavailable"))
 
         wait_for(lambda: min(counted()) >= 3, 20, 0.1, "skipped runs counted")
-        assert scheduler.running and {j.id for j in scheduler.get_jobs()} == {"policies", "retention", "surges"}
+        assert scheduler.running and {j.id for j in scheduler.get_jobs()} == {"policies", "retention", "surges", "slo"}
         text_ = generate_latest(registry).decode()
         assert metric(text_, "spark_governor_evaluations_skipped_total", reason="database_error") == 0
         assert 'spark_governor_evaluations_skipped_total{reason="database_error"} 0.0' in text_  # from the start

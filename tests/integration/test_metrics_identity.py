@@ -117,9 +117,12 @@ def test_job_up_report_age_and_expiry(start_plane):
     time.sleep(1.2)
     post(plane, report("steady", 3, 0, with_data=False))
     m = exposition(plane.engine, **settings)
-    assert of_job(m, "quitter") == {"spark_governor_job_up", "spark_governor_job_last_report_age_seconds"}
+    assert of_job(m, "quitter") == {"spark_governor_job_up", "spark_governor_job_last_report_age_seconds",
+                                    "spark_governor_job_unfinished_queries"}
     assert m["spark_governor_job_up"][(("spark_job", "quitter"),)] == 0.0
     assert m["spark_governor_job_last_report_age_seconds"][(("spark_job", "quitter"),)] > 2.0
+    # silent with its two queries last seen running: what SparkGovernorJobStoppedReporting fires on
+    assert m["spark_governor_job_unfinished_queries"][(("spark_job", "quitter"),)] == 2.0
     # the job that kept reporting keeps its series (its batches are older than 2 s, but its queries report
     # a state within the stale horizon and its job-level series follow the job)
     assert {"spark_governor_tasks_ingested_total", "spark_governor_job_slots",
@@ -173,7 +176,8 @@ def test_serve_metrics_expiry_option(sqlite_url, tmp_path):
 
         assert {"spark_governor_batch_duration_seconds", "spark_governor_job_up"} <= exported()
         time.sleep(max(0.0, reported + 2.5 - time.time()))
-        assert exported() == {"spark_governor_job_up", "spark_governor_job_last_report_age_seconds"}
+        assert exported() == {"spark_governor_job_up", "spark_governor_job_last_report_age_seconds",
+                              "spark_governor_job_unfinished_queries"}
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
