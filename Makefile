@@ -17,7 +17,7 @@ install: $(BIN)/.installed
 	$(BIN)/python -m spark_governor.collectors.jvm.build --if-possible
 
 demo: install
-	$(BIN)/spark-governor demo --seconds 60
+	$(BIN)/spark-governor demo
 
 # no -q: mkdocs' --strict counts only the warnings it logs, and -q logs none
 test: install

@@ -549,19 +549,20 @@ def stored_all(conn: Connection) -> list[tuple[int, ClusterProfile]]:
 def record_executor_events(conn: Connection, job_id: int, run_id: str, evs: Iterable[dict]) -> None:
     """Store executor add/remove times a reporter sent: ``{"executor_id", "added_ms"?, "removed_ms"?,
     "cores"?, "first_launch_ms"?, "first_finish_ms"?}`` (driver clock, epoch ms); a later event of the same
-    executor fills in what is known, the earliest first launch and first finish winning."""
+    executor fills in what is known, the earliest registration, first launch and first finish winning (an executor
+    ``attach()`` found registered is sent at the attach time, and may also come with its own event)."""
     for ev in evs:
         key = (executor_events.c.job_id == job_id, executor_events.c.run_id == run_id,
                executor_events.c.executor_id == ev["executor_id"])
         values = {k: ev[k] for k in ("added_ms", "removed_ms", "cores", "first_launch_ms", "first_finish_ms")
                   if ev.get(k) is not None}
-        row = conn.execute(select(executor_events.c.id, executor_events.c.first_launch_ms,
+        row = conn.execute(select(executor_events.c.id, executor_events.c.added_ms, executor_events.c.first_launch_ms,
                                   executor_events.c.first_finish_ms).where(*key)).first()
         if row is None:
             conn.execute(insert(executor_events).values(job_id=job_id, run_id=run_id,
                                                         executor_id=ev["executor_id"], **values))
             continue
-        for name in ("first_launch_ms", "first_finish_ms"):
+        for name in ("added_ms", "first_launch_ms", "first_finish_ms"):
             stored_ms = getattr(row, name)
             if name in values and stored_ms is not None and stored_ms <= values[name]:
                 del values[name]

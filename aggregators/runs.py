@@ -24,7 +24,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from spark_governor.aggregators.bulk import update_rows
-from spark_governor.aggregators.models import batches, job_runs
+from spark_governor.aggregators.models import batches, executor_events, job_runs
 from spark_governor.aggregators.queries import NotFound
 from spark_governor.policies.wire import Report
 
@@ -137,3 +137,27 @@ def batch_counts(conn: Connection, job_id: int) -> dict[str, int]:
         select(batches.c.job_run_id, func.count().label("n")).where(batches.c.job_id == job_id)
         .group_by(batches.c.job_run_id)) if r.job_run_id is not None}
 
+
+
+def executor_usage(conn: Connection, job_id: int, span: RunSpan) -> tuple[Optional[float], Optional[int]]:
+    """``(executor-seconds, most executors at once)`` of the run from its executors' registration and removal
+    times (``executor_events``: driver clock, epoch ms; the executors ``attach()`` found registered count from
+    the attach): each executor from its registration to its removal, or to the run's latest report while it is
+    still registered, clipped to ``[first_ms, last_ms]`` of the run. ``(None, None)`` for a run that reported
+    no executor (local mode, or a reporter older than the executor events)."""
+    rows = conn.execute(select(executor_events.c.added_ms, executor_events.c.removed_ms).where(
+        executor_events.c.job_id == job_id, executor_events.c.run_id == span.run_id,
+        executor_events.c.added_ms.is_not(None))).all()
+    if not rows:
+        return None, None
+    edges, total_ms = [], 0
+    for added, removed in rows:
+        lo, hi = max(added, span.first_ms), min(removed if removed is not None else span.last_ms, span.last_ms)
+        if hi > lo:
+            total_ms += hi - lo
+            edges += [(lo, 1), (hi, -1)]
+    peak = n = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):  # a removal before an addition at the same instant
+        n += step
+        peak = max(peak, n)
+    return total_ms / 1000.0, peak

@@ -273,7 +273,9 @@ def create_app(engine: Engine, settings: Settings = Settings()) -> Flask:
             for s in reversed(runs.run_spans(conn, j.id)):
                 at_ms, v = run_verdict(conn, job, j.id, s, replayed, now_ms, int(settings.stopped_after_s * 1000),
                                        DEFAULT_HEALTH_WINDOW_S, settings.window_ms)
-                out.append({**s.to_json(), "batches": counts.get(s.run_id, 0),
+                executor_s, peak = runs.executor_usage(conn, j.id, s)
+                out.append({**s.to_json(), "batches": counts.get(s.run_id, 0), "executor_seconds": executor_s,
+                            "max_executors": peak,
                             "health": {"state": v.state, "reason": v.reason, "evaluated_ms": at_ms}})
             return jsonify(job=job, runs=out)
 

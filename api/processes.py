@@ -92,3 +92,42 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of process ``pid`` (children first), from ``/proc``: e.g. the executors a standalone
+    worker launched. Empty where ``/proc`` is not readable."""
+    import os
+
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(name))
+    out, todo = [], list(parents.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        out.append(child)
+        todo.extend(parents.get(child, []))
+    return out
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL to each of ``pids`` still alive (the stragglers of a process tree that was asked to stop)."""
+    import os
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -28,6 +28,10 @@ class RunSeries:
     unit: str = "executors"
     capacity: Optional[int] = None  # what the job runs with (task slots in local mode, else executors)
     end_t: float = 0.0
+    # the executors the job had over time, [(s since t0, executors)] (a standalone run), and the static size for
+    # the run's peak it is compared with (None: not drawn)
+    executors: list[tuple[float, int]] = field(default_factory=list)
+    static_peak: Optional[int] = None
 
 
 def run_series(batches: list[dict], decisions: list[dict], constraint: Optional[dict], job: dict) -> RunSeries:
@@ -111,7 +115,13 @@ def plot_run(series: RunSeries, path: str, title: str) -> str:
     ax_lat.legend(fontsize=7, loc="upper left", ncol=3)
     ax_lat.set_title("latency against the constraint's bound", fontsize=9, loc="left")
 
-    if s.capacity is not None:
+    if s.executors:
+        ax_cap.step([t for t, _ in s.executors], [n for _, n in s.executors], where="post", color="tab:blue", lw=2,
+                    label="executors the job had")
+        if s.static_peak is not None:
+            ax_cap.hlines(s.static_peak, 0, max(s.end_t, 1.0), color="tab:gray", ls="--", lw=1.2,
+                          label=f"static allocation for the peak: {s.static_peak}")
+    elif s.capacity is not None:
         ax_cap.hlines(s.capacity, 0, max(s.end_t, 1.0), color="tab:blue", lw=2,
                       label=f"the job's {s.unit}: {s.capacity}")
     if s.decision_t:
@@ -126,7 +136,8 @@ def plot_run(series: RunSeries, path: str, title: str) -> str:
         for ax in (ax_rate, ax_lat, ax_cap):
             for t in s.decision_t:
                 ax.axvline(t, color="tab:purple", lw=0.6, ls=":", alpha=0.6)
-    values = [v for v in (s.capacity, *s.decision_new, *s.decision_old) if isinstance(v, (int, float))]
+    values = [v for v in (s.capacity, s.static_peak, *s.decision_new, *s.decision_old, *(n for _, n in s.executors))
+              if isinstance(v, (int, float))]
     ax_cap.set_ylim(0, max(values, default=1) + 1)
     ax_cap.yaxis.get_major_locator().set_params(integer=True)
     ax_cap.set_ylabel(s.unit)

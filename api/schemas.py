@@ -109,6 +109,9 @@ class RunHealth(_Body):
 
 class RunSummary(Run):
     batches: int  # micro-batches stored for the run
+    # ∫ executors registered dt over the run (first to latest report), executor events; null: none reported
+    executor_seconds: Optional[float]
+    max_executors: Optional[int]  # the most executors registered at once in the run
     health: RunHealth
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import requests
 
@@ -80,7 +81,7 @@ class Driver:
     """The scaling job in its own process; the caller steers its input rate through a file."""
 
     def __init__(self, tmp: Path, cluster, plane, job: str, initial_executors: int = 1,
-                 initial_rate: float = 300, extra_args: tuple[str, ...] = ()) -> None:
+                 initial_rate: float = 300, extra_args: tuple[str, ...] = (), env: Optional[dict] = None) -> None:
         self.tmp, self.job = Path(tmp), job
         self.rate_file, self.stop_file, self.out = self.tmp / "rate", self.tmp / "stop", self.tmp / "out.jsonl"
         self.rate(initial_rate)
@@ -90,7 +91,7 @@ class Driver:
              "--out", str(self.out), "--checkpoint", str(self.tmp / "ckpt"),
              "--initial-executors", str(initial_executors), *extra_args],
             stdout=open(self.tmp / "driver.log", "w"), stderr=subprocess.STDOUT,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
 
     def rate(self, rows_per_second: float) -> None:
         tmp = self.rate_file.with_suffix(".tmp")
@@ -120,9 +121,11 @@ class Driver:
         s = self.samples()
         return s[-1]["executors"] if s else None
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 90.0) -> None:
+        """Ask the job to stop (its stop file) and wait ``timeout_s`` seconds, then kill it."""
         self.stop_file.write_text("stop")
         try:
-            self.proc.wait(90)
+            self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()

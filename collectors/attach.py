@@ -393,6 +393,9 @@ def attach(spark, job: str, endpoint: str = "http://127.0.0.1:8787", appliers: O
     python_listener = PySparkListener(reporter)
     listener = jvm_proxy(gateway, python_listener)
     sc._jsc.sc().addSparkListener(listener)
+    # the executors registered before the listener: from now on, for the run's executor-seconds
+    reporter.offer_executors_present(executors.executor_ids(), int(time.time() * 1000),
+                                     int(executor_cores) if executor_cores else None)
     query_listener = gateway.jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
         ProgressListener(reporter))
     spark._jsparkSession.streams().addListener(query_listener)

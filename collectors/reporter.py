@@ -232,6 +232,19 @@ class Reporter:
         except Exception:  # never let reporting fail the batch
             pass
 
+    def offer_executors_present(self, executor_ids: list[str], at_ms: int, cores: Optional[int] = None) -> None:
+        """Queue the executors registered before the listener was (``attach()`` calls it once): each as
+        registered at ``at_ms`` (epoch ms), so the control plane counts it in the run's executor-seconds."""
+        try:
+            for executor_id in executor_ids:
+                if len(self._outbox) == self._outbox.maxlen:
+                    self.dropped += 1
+                self._outbox.append(("executor", {"executor_id": str(executor_id), "added_ms": int(at_ms),
+                                                  "cores": cores}))
+            self._wake.set()
+        except Exception:  # never let reporting fail the job
+            pass
+
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Reporter":
         if self._thread is None:

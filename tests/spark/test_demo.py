@@ -28,7 +28,7 @@ def demo_run(tmp_path_factory):
     require(shutil.which("java") is not None, "java")
     out_dir = tmp_path_factory.mktemp("demo")
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "spark_governor", "demo", "--seconds", "20", "--bound-ms", "1000",
+    proc = subprocess.run([sys.executable, "-m", "spark_governor", "demo", "--local", "--seconds", "20", "--bound-ms", "1000",
                            "--out-dir", str(out_dir)], capture_output=True, text=True, timeout=600)
     return proc, out_dir, time.time() - started
 

@@ -1,0 +1,164 @@
+"""Issue #46: ``spark-governor demo`` on a real standalone cluster, end to end in its own process — the job scaled
+out at the load step and back in after (applied by the job), the summary's span attainment and executor-seconds
+equal to what the control plane's API reports for the run (a control plane started afterwards on the demo's
+database), Kingman's decisions with their predictions and cool-downs, the PNG and its JSON; Ctrl-C in the middle
+leaves no master, worker, executor, driver or server process and frees the ports; without Java the demo says why
+and falls back to local mode.
+
+This replaces the former Kingman standalone test: the demo runs Kingman's defaults on the same paced job."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+from spark_governor.api.processes import wait_for
+from tests.conftest import require
+
+pytestmark = pytest.mark.spark
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _demo(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "spark_governor", "demo", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+
+
+class _Lines:
+    """A pipe's lines, read in a thread (the demo prints as it goes)."""
+
+    def __init__(self, pipe) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=lambda: [self.lines.append(line) for line in pipe], daemon=True)
+        self.thread.start()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def _session_processes(sid: int) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "sid=,pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.split(None, 1)[0] == str(sid)]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_apis(tmp_path):
+    require(shutil.which("java") is not None, "java")
+    db = tmp_path / "demo.db"
+    out_dir = tmp_path / "out"
+    proc = _demo("--seconds", "120", "--db", f"sqlite:///{db}", "--out-dir", str(out_dir))
+    stderr = _Lines(proc.stderr)
+    try:
+        stdout, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    stderr.thread.join(10)
+    assert proc.returncode == 0, stdout + stderr.text[-4000:]
+    assert not _session_processes(proc.pid), "the demo left processes behind"
+    # live: one line per micro-batch with rate, executors, batch time and latency against the bound; decisions
+    assert re.search(r"batch +\d+: +12,000 rows/s offered, .* on \d executor\(s\), latency ≈ .* of 14 s", stderr.text)
+    assert "decision: kingman (act):" in stderr.text and "because" in stderr.text
+    report = json.loads((out_dir / "zipf-cluster-demo.json").read_text())
+    s = report["summary"]
+    assert (out_dir / "zipf-cluster-demo.png").read_bytes()[:8] == PNG_MAGIC
+    assert s["scale_outs"] >= 1 and s["scale_ins"] >= 1, (s, report["decisions"])
+    assert f"spans within the bound: {s['spans_good']} of {s['spans_good'] + s['spans_bad']}" in stdout
+    assert f"executor-seconds: {s['executor_seconds']:,.0f} over the run's" in stdout
+    assert s["ratio_vs_static_peak"] < 1.0
+    # the API of a control plane on the demo's database says the same about the run
+    from spark_governor.api.server import ControlPlane
+
+    plane = ControlPlane(db_url=f"sqlite:///{db}", port=0).start()
+    try:
+        job = "zipf-cluster-demo"
+        (run,) = requests.get(f"{plane.url}/api/v1/jobs/{job}/runs", timeout=10).json()["runs"]
+        assert run["executor_seconds"] == pytest.approx(s["executor_seconds"])
+        assert run["max_executors"] == s["max_executors"] >= 2
+        detail = f"{plane.url}/api/v1/jobs/{job}/constraints/record-latency"
+        slo = requests.get(detail, timeout=10).json()["slo"]
+        assert (slo["spans_good"], slo["spans_bad"]) == (s["spans_good"], s["spans_bad"])
+        spans = (slo["judged_until_ms"] - s["t0_ms"]) // 8000 + 2
+        listed = requests.get(detail, params={"until_ms": slo["judged_until_ms"], "spans": spans}, timeout=10).json()
+        in_slo = [x for x in listed["spans"] if x["start_ms"] >= s["t0_ms"] - 8000]
+        assert sum(x["attained"] for x in in_slo) == s["spans_good"] and len(in_slo) == s["spans_good"] + s["spans_bad"]
+        assert s["attainment"] >= 0.8, s
+        # Kingman's decisions: a prediction behind each, no scale-in within the cool-down after a scale-up
+        from spark_governor.policies.kingman_config import KingmanConfig
+        from spark_governor.policies.safety import cooldown_s
+
+        ds = requests.get(f"{plane.url}/api/v1/jobs/{job}/decisions?limit=1000", timeout=10).json()["decisions"]
+        assert all(d["policy"] == "kingman" and d["mode"] == "act" and 1 <= d["new_value"] <= 4 for d in ds)
+        assert all(d["prediction"]["utilization"] > 0 for d in ds)
+        ups = [d["created_ms"] for d in ds if d["new_value"] > d["old_value"]]
+        hold_ms = cooldown_s(KingmanConfig().cooldown_intervals_after_up, 8.0) * 1000
+        for d in (d for d in ds if d["new_value"] < d["old_value"]):
+            before = [u for u in ups if u < d["created_ms"]]
+            assert not before or d["created_ms"] - max(before) >= hold_ms, (d, before)
+        # judged against their predictions, the error exported
+        metrics = requests.get(f"{plane.url}/metrics", timeout=10).text
+        if any(d["outcome"] for d in ds):
+            assert re.search(rf'spark_governor_model_prediction_error_ratio\{{policy="kingman",quantity="\w+",'
+                             rf'spark_job="{job}"\}}', metrics)
+        assert f'spark_governor_constraint_spans_total{{constraint="record-latency",result="good",spark_job="{job}"}}' \
+            in metrics
+    finally:
+        plane.stop()
+
+
+def test_ctrl_c_in_the_middle_leaves_no_process_and_frees_the_ports(tmp_path):
+    require(shutil.which("java") is not None, "java")
+    proc = _demo("--out-dir", str(tmp_path / "out"))
+    stderr = _Lines(proc.stderr)
+    try:
+        wait_for(lambda: "warm-up] batch" in stderr.text or proc.poll() is not None, 240, 0.5,
+                 "the job's first micro-batch")
+        assert proc.poll() is None, stderr.text[-3000:]
+        master = int(re.search(r"master spark://127\.0\.0\.1:(\d+)", stderr.text).group(1))
+        plane = int(re.search(r"control plane: http://127\.0\.0\.1:(\d+)", stderr.text).group(1))
+        assert len(_session_processes(proc.pid)) >= 4  # the demo, master, worker, driver (and its executor)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground process group
+        proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    stderr.thread.join(10)
+    assert proc.returncode == 130, stderr.text[-3000:]
+    assert "everything the demo started is stopped" in stderr.text
+    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
+    assert _port_free(master) and _port_free(plane)
+
+
+def test_without_java_the_demo_says_why_and_falls_back_to_local_mode(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys.executable, bin_dir / "python3")
+    env = {**os.environ, "PATH": str(bin_dir)}
+    env.pop("JAVA_HOME", None)
+    proc = _demo("--seconds", "5", "--out-dir", str(tmp_path / "out"), env=env)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert "a standalone cluster cannot start here: no java on the PATH" in stderr
+    assert "running the local-mode demo instead" in stderr
+    # the local demo needs Java too: it fails with a message, and leaves nothing behind
+    assert proc.returncode == 1 and "Error:" in stderr
+    assert not _session_processes(proc.pid)
