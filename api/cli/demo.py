@@ -16,7 +16,7 @@ LOCAL_SECONDS = 60.0
 
 @click.command()
 @click.option("--seconds", default=None, type=click.FloatRange(5),
-              help="How long the load runs: on the cluster, the three levels together (default 150); with --local, "
+              help="How long the load runs: on the cluster, the three levels together (default 120); with --local, "
                    "the job after its warm-up batches (default 60).")
 @click.option("--local", is_flag=True, help="The local-mode demo (local[2], Kingman in dry run): for machines where a "
                                             "standalone cluster cannot start.")

@@ -66,7 +66,7 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
     require(shutil.which("java") is not None, "java")
     db = tmp_path / "demo.db"
     out_dir = tmp_path / "out"
-    proc = _demo("--seconds", "120", "--db", f"sqlite:///{db}", "--out-dir", str(out_dir))
+    proc = _demo("--db", f"sqlite:///{db}", "--out-dir", str(out_dir))  # make demo's defaults
     stderr = _Lines(proc.stderr)
     try:
         stdout, _ = proc.communicate(timeout=600)
@@ -75,7 +75,7 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
             os.killpg(proc.pid, signal.SIGKILL)
     stderr.thread.join(10)
     assert proc.returncode == 0, stdout + stderr.text[-4000:]
-    assert not _session_processes(proc.pid), "the demo left processes behind"
+    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
     # live: one line per micro-batch with rate, executors, batch time and latency against the bound; decisions
     assert re.search(r"batch +\d+: +12,000 rows/s offered, .* on \d executor\(s\), latency ≈ .* of 14 s", stderr.text)
     assert "decision: kingman (act):" in stderr.text and "because" in stderr.text
@@ -161,4 +161,4 @@ def test_without_java_the_demo_says_why_and_falls_back_to_local_mode(tmp_path):
     assert "running the local-mode demo instead" in stderr
     # the local demo needs Java too: it fails with a message, and leaves nothing behind
     assert proc.returncode == 1 and "Error:" in stderr
-    assert not _session_processes(proc.pid)
+    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
