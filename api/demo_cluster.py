@@ -139,11 +139,10 @@ def _sleep(seconds: float, live: _Live) -> None:
 
 def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Optional[str] = None,
                      out_dir: str = "bench-results/demo", keep: bool = False,
-                     out: Callable[[str], None] = print, err: Callable[[str], None] = print,
-                     on_ready: Optional[Callable[[dict], None]] = None) -> ClusterDemoOutcome:
-    """The demo (module docstring); raises :class:`ClusterUnavailable` when the cluster does not start (nothing
-    left running), :class:`Interrupted` on Ctrl-C (nothing left running). ``on_ready({"plane": url, "master":
-    url, ...})`` is called once everything runs (tests)."""
+                     out: Callable[[str], None] = print, err: Callable[[str], None] = print) -> ClusterDemoOutcome:
+    """The demo (module docstring); raises :class:`ClusterUnavailable` when the cluster does not start, and
+    :class:`Interrupted` on Ctrl-C; nothing is left running either way. Its work directory (the cluster's and the
+    job's logs, the default SQLite file) is removed afterwards, unless the demo failed (the error names it)."""
     from spark_governor.api.auth import TokenSpec
     from spark_governor.api.app import Settings
     from spark_governor.api.processes import ProcessError, descendants, kill_all
@@ -163,6 +162,7 @@ def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Op
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     cluster = plane = driver = None
     tree: list[int] = []
+    failed = True
     main_thread = threading.current_thread() is threading.main_thread()  # signal handlers: only there
     previous_sigint = signal.getsignal(signal.SIGINT) if main_thread else None
     try:
@@ -186,9 +186,6 @@ def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Op
                         env={"SPARK_GOVERNOR_TOKEN": reporter})
         err(f"job {JOB}: the paced Zipf query ({ROW_COST_US:g} µs per row, 4 partitions, trigger {TRIGGER_S:g} s) "
             f"on 1 executor at {LEVELS[0]:,.0f} rows/s, attached with attach(); warming up ...")
-        if on_ready is not None:
-            on_ready({"plane": plane.url, "master": cluster.url, "master_port": cluster.port, "plane_port": plane.port,
-                      "workdir": str(workdir)})
         live = _Live(driver, plane.url, err)
         deadline = time.time() + 300
         while not (driver.executors() == 1 and settled(driver.progress(), TRIGGER_S)):
@@ -200,6 +197,11 @@ def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Op
             time.sleep(1)
         _put(plane.url, f"/api/v1/jobs/{JOB}/constraints/{CONSTRAINT}", auth,
              {"bound_ms": BOUND_S * 1000, "span_s": SPAN_S})
+        detail = f"/api/v1/jobs/{JOB}/constraints/{CONSTRAINT}"
+        deadline = time.time() + 30  # the SLO counts from the span after its first pass (aggregators.slo_spans)
+        while _get(plane.url, detail)["slo"]["judged_until_ms"] is None and time.time() < deadline:
+            time.sleep(0.5)
+        slo_since_ms = _get(plane.url, detail)["slo"]["judged_until_ms"]
         _put(plane.url, f"/api/v1/jobs/{JOB}/policies/{POLICY}", auth,
              {"mode": "act", "config": policy_config(POLICY, TRIGGER_S, MAX_EXECUTORS)})
         err(f"PUT /api/v1/jobs/{JOB}/constraints/{CONSTRAINT}: mean record latency ≤ {BOUND_S:g} s per {SPAN_S:g} s "
@@ -218,13 +220,18 @@ def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Op
         if not keep:  # the run as the API will always tell it: ended
             err("stopping the job ...")
             driver.stop(90)
-        outcome = _summary(plane.url, out_path, out, err, t0, t_end, driver)
+        outcome = _summary(plane.url, out_path, out, err, t0, t_end, slo_since_ms, driver)
         if keep:
             _keep(plane.url, out, live)
+        failed = False
         return outcome
     except KeyboardInterrupt:
+        failed = False
         err("interrupted: stopping the job, the cluster and the control plane ...")
         raise Interrupted("interrupted (Ctrl-C)") from None
+    except ClusterUnavailable:
+        failed = False
+        raise
     finally:
         if main_thread:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -238,6 +245,10 @@ def run_cluster_demo(seconds: float = DEFAULT_SECONDS, port: int = 0, db_url: Op
             if plane is not None:
                 plane.stop()
             kill_all(tree)  # an executor whose worker went first
+            if failed:
+                err(f"the cluster's and the job's logs: {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
         finally:
             if main_thread:
                 signal.signal(signal.SIGINT, previous_sigint)
@@ -258,17 +269,21 @@ def _get(url: str, path: str) -> dict:
 
 
 def _summary(url: str, out_path: Path, out: Callable[[str], None], err: Callable[[str], None], t0: float,
-             t_end: float, driver) -> ClusterDemoOutcome:
-    """The run in numbers, from the control plane's API, and its figure."""
+             t_end: float, slo_since_ms: Optional[int], driver) -> ClusterDemoOutcome:
+    """The run in numbers, from the control plane's API, and its figure. The SLO's spans are those from
+    ``slo_since_ms`` (its first pass) to its ``judged_until_ms``."""
     from spark_governor.api.run_figure import plot_run, run_series
 
     detail = f"/api/v1/jobs/{JOB}/constraints/{CONSTRAINT}"
-    deadline = time.time() + 60  # every span of the run judged (the SLO counts a span 10 s after it ended)
-    while (_get(url, detail)["slo"]["judged_until_ms"] or 0) < t_end * 1000 and time.time() < deadline:
+    run = _get(url, f"/api/v1/jobs/{JOB}/runs")["runs"][0]
+    # every span judged (the SLO counts a span about 10 s after it ended): once the job stopped, up to its last
+    # report, so the counts stay what they are; while it runs (--keep), up to the end of the load
+    until_ms = run["last_ms"] + SPAN_S * 1000 if driver.proc.poll() is not None else t_end * 1000
+    deadline = time.time() + 60
+    while (_get(url, detail)["slo"]["judged_until_ms"] or 0) < until_ms and time.time() < deadline:
         time.sleep(1)
     constraint = _get(url, detail + "?spans=720")
     slo = constraint["slo"]
-    run = _get(url, f"/api/v1/jobs/{JOB}/runs")["runs"][0]
     decisions = _get(url, f"/api/v1/jobs/{JOB}/decisions?limit=1000")["decisions"]
     batches = _get(url, f"/api/v1/jobs/{JOB}/batches?limit=10000")
     job = _get(url, f"/api/v1/jobs/{JOB}")
@@ -285,7 +300,8 @@ def _summary(url: str, out_path: Path, out: Callable[[str], None], err: Callable
                "ratio_vs_static_peak": run["executor_seconds"] / static_s if static_s else None,
                "scale_outs": sum(1 for d in applied if d["new_value"] > d["old_value"]),
                "scale_ins": sum(1 for d in applied if d["new_value"] < d["old_value"]),
-               "decisions": len(decisions), "t0_ms": int(t0 * 1000), "t_end_ms": int(t_end * 1000)}
+               "decisions": len(decisions), "t0_ms": int(t0 * 1000), "t_end_ms": int(t_end * 1000),
+               "slo_since_ms": slo_since_ms, "slo_until_ms": slo["judged_until_ms"]}
     out("")
     out(f"summary of {JOB} (from the control plane's API):")
     if judged:
@@ -325,8 +341,12 @@ def _keep(url: str, out: Callable[[str], None], live: _Live) -> None:
     out(f"  metrics:      {url}/metrics")
     for what in ("health", "decisions", "live", f"constraints/{CONSTRAINT}", "runs"):
         out(f"  {what + ':':<13} curl {url}/api/v1/jobs/{JOB}/{what}")
-    out(f"  Prometheus and Grafana: docker compose -f deploy/docker/compose.yaml up (then point its Prometheus at "
-        f"{url}/metrics, see docs/getting-started.md)")
+    out(f"  Prometheus:   prometheus --config.file=deploy/prometheus.yml (it scrapes 127.0.0.1:8787: run the demo "
+        "with --port 8787; the rules and alerts come with it, docs/alerts.md)")
+    out("  Grafana:      spark-governor dashboards push --grafana-url http://127.0.0.1:3000 --token ... "
+        "--datasource-uid <your Prometheus>")
+    out("  or the whole stack in containers, with its own control plane: docker compose -f deploy/docker/compose.yaml "
+        "up (docs/deployment.md)")
     try:
         while True:
             live.poll()
