@@ -78,7 +78,7 @@ def test_promtool_checks_the_rules_and_their_unit_tests_cover_every_alert(tmp_pa
 
 
 #: the SLO windows in seconds for the live test: the same rules, shortened
-SHORT = {"5m": "10s", "30m": "20s", "1h": "30s", "6h": "60s", "1d": "90s", "3d": "2m", "30d": "3m"}
+SHORT = {"5m": "6s", "30m": "12s", "1h": "20s", "6h": "40s", "1d": "60s", "3d": "90s", "30d": "2m"}
 
 
 class Job:
@@ -159,7 +159,7 @@ def test_fast_burn_fires_on_a_violated_bound_resolves_after_and_counters_match_t
         first_until = requests.get(detail, timeout=5).json()["slo"]["judged_until_ms"]
         prom = prometheus_factory([f"127.0.0.1:{serve.port}"], rules=(rules,))
         with Job(serve.url) as job:
-            time.sleep(6)  # within the bound: latency 0.5 s + 0.3 s
+            time.sleep(3)  # within the bound: latency 0.5 s + 0.3 s
             assert _alert_state(prom) == "inactive"
             job.processing_ms = 900  # 0.5 s + 0.9 s > 1 s: every span bad
             wait_for(lambda: _alert_state(prom) == "firing", 120, 0.5, what="the fast-burn alert firing")
