@@ -38,7 +38,7 @@ def demo(seconds: Optional[float], local: bool, keep: bool, rate: int, keys: int
     """Show the product doing its job on a Spark standalone cluster started here.
 
     Starts a master and a worker on 127.0.0.1 and a control plane (SQLite); runs the bundled paced Zipf job
-    on one executor with a latency constraint and Kingman in act mode; steps the load 2 000 → 12 000 → 2 000
+    on one executor with a latency constraint and Kingman in act mode; steps the load 2 000 → 16 000 → 2 000
     rows/s. One line per micro-batch and per decision; then the spans within the bound, the executor-seconds
     against a static allocation for the peak, the decisions, and a PNG of the run in OUT_DIR. Ctrl-C stops
     everything it started.

@@ -66,7 +66,8 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
     require(shutil.which("java") is not None, "java")
     db = tmp_path / "demo.db"
     out_dir = tmp_path / "out"
-    proc = _demo("--db", f"sqlite:///{db}", "--out-dir", str(out_dir))  # make demo's defaults
+    # make demo's defaults but 30 s per load level (the default: 40 s); the scale-in comes ~16 s after the step down
+    proc = _demo("--seconds", "90", "--db", f"sqlite:///{db}", "--out-dir", str(out_dir))
     stderr = _Lines(proc.stderr)
     try:
         stdout, _ = proc.communicate(timeout=600)
@@ -77,13 +78,13 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
     assert proc.returncode == 0, stdout + stderr.text[-4000:]
     wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
     # live: one line per micro-batch with rate, executors, batch time and latency against the bound; decisions
-    assert re.search(r"batch +\d+: +12,000 rows/s offered, .* on \d executor\(s\), latency ≈ .* of 14 s", stderr.text)
+    assert re.search(r"batch +\d+: +16,000 rows/s offered, .* on \d executor\(s\), latency ≈ .* of 14 s", stderr.text)
     assert "decision: kingman (act):" in stderr.text and "because" in stderr.text
     report = json.loads((out_dir / "zipf-cluster-demo.json").read_text())
     s = report["summary"]
     assert (out_dir / "zipf-cluster-demo.png").read_bytes()[:8] == PNG_MAGIC
     assert s["scale_outs"] >= 1 and s["scale_ins"] >= 1, (s, report["decisions"])
-    assert f"spans within the bound: {s['spans_good']} of {s['spans_good'] + s['spans_bad']}" in stdout
+    assert f"spans within the bound: {s['spans_good']} of {s['spans_good'] + s['spans_bad']} (" in stdout
     assert f"executor-seconds: {s['executor_seconds']:,.0f} over the run's" in stdout
     assert s["ratio_vs_static_peak"] < 1.0
     # the API of a control plane on the demo's database says the same about the run
@@ -96,12 +97,21 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
         assert run["executor_seconds"] == pytest.approx(s["executor_seconds"])
         assert run["max_executors"] == s["max_executors"] >= 2
         detail = f"{plane.url}/api/v1/jobs/{job}/constraints/record-latency"
-        slo = requests.get(detail, timeout=10).json()["slo"]
-        assert (slo["spans_good"], slo["spans_bad"]) == (s["spans_good"], s["spans_bad"])
         spans = (s["slo_until_ms"] - s["slo_since_ms"]) // 8000
         listed = requests.get(detail, params={"until_ms": s["slo_until_ms"], "spans": spans}, timeout=10).json()
         assert sum(x["attained"] for x in listed["spans"]) == s["spans_good"]
-        assert len(listed["spans"]) == s["spans_good"] + s["spans_bad"]
+        assert len(listed["spans"]) == s["spans_good"] + s["spans_bad"] >= spans - 2
+        # the SLO's counters hold those spans and the few after the load, each judged as the API judges it (the
+        # demo's control plane stopped with the load: this one counts the spans it had not judged yet)
+        wait_for(lambda: requests.get(detail, timeout=10).json()["slo"]["judged_until_ms"] >= s["slo_until_ms"], 30,
+                 0.5, "the SLO counting the load's spans")
+        slo = requests.get(detail, timeout=10).json()["slo"]
+        assert slo["spans_good"] >= s["spans_good"] and slo["spans_bad"] >= s["spans_bad"]
+        every = requests.get(detail, params={"until_ms": slo["judged_until_ms"],
+                                             "spans": (slo["judged_until_ms"] - s["slo_since_ms"]) // 8000},
+                             timeout=10).json()
+        assert (sum(x["attained"] for x in every["spans"]), len(every["spans"])) == \
+            (slo["spans_good"], slo["spans_good"] + slo["spans_bad"])
         assert s["attainment"] >= 0.8, s
         # Kingman's decisions: a prediction behind each, no scale-in within the cool-down after a scale-up
         from spark_governor.policies.kingman_config import KingmanConfig
@@ -153,7 +163,7 @@ def test_keep_leaves_the_plane_and_the_job_running_and_says_where_to_look(tmp_pa
     """A short run with ``--keep``: the places it names answer, the job goes on reporting, and Ctrl-C then ends
     the demo normally with nothing left behind."""
     require(shutil.which("java") is not None, "java")
-    proc = _demo("--keep", "--seconds", "9", "--out-dir", str(tmp_path / "out"))
+    proc = _demo("--keep", "--seconds", "6", "--out-dir", str(tmp_path / "out"))
     stdout, stderr = _Lines(proc.stdout), _Lines(proc.stderr)
     try:
         wait_for(lambda: "press Ctrl-C" in stdout.text or proc.poll() is not None, 300, 0.5, "the summary")

@@ -97,7 +97,7 @@ def test_threshold_policy_scales_executors_up_and_down(standalone_cluster, plane
         assert 0 < overhead["median_s"] <= overhead["p90_s"] < wall, profile
         peak = max(s["executors"] for s in driver.samples())
         driver.rate(100)
-        try:  # one scale-down applied is the rule's; the way down to the minimum is test_kingman_scaling's
+        try:  # one scale-down applied is the rule's; Kingman's scale-in: test_demo_cluster.py
             wait_for(lambda: (driver.executors() or peak) < peak, 300, 1, "a scale-down")
             wait_for(lambda: any(d["status"] == "applied" for d in decisions(plane, job)
                                  if d["new_value"] < d["old_value"]), 60, 1, "the scale-down acknowledged")

@@ -1,7 +1,7 @@
 """``bench scaling-real``: its metrics on hand-made samples (exact), and the CLI's input checks.
 
 The real-cluster loop itself (policy, appliers, standalone cluster) is exercised by
-tests/test_kingman_scaling.py; the benchmark takes minutes and is run by hand
+tests/integration/test_demo_cluster.py (the demo runs the same job and cluster); the benchmark takes minutes and is run by hand
 (``spark-governor bench scaling-real``)."""
 import pytest
 from click.testing import CliRunner
