@@ -52,6 +52,14 @@ def _session_processes(sid: int) -> list[str]:
     return [line for line in out.splitlines() if line.split(None, 1)[0] == str(sid)]
 
 
+def _no_process_left(sid: int, timeout_s: float = 15.0) -> None:
+    """Every process of the demo's session has exited (SIGKILLed stragglers need a moment to be reaped)."""
+    deadline = time.time() + timeout_s
+    while _session_processes(sid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _session_processes(sid), "left behind:\n" + "\n".join(_session_processes(sid))
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -76,12 +84,13 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
             os.killpg(proc.pid, signal.SIGKILL)
     stderr.thread.join(10)
     assert proc.returncode == 0, stdout + stderr.text[-4000:]
-    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
+    _no_process_left(proc.pid)
     # live: one line per micro-batch with rate, executors, batch time and latency against the bound; decisions
     assert re.search(r"batch +\d+: +16,000 rows/s offered, .* on \d executor\(s\), latency ≈ .* of 14 s", stderr.text)
     assert "decision: kingman (act):" in stderr.text and "because" in stderr.text
     report = json.loads((out_dir / "zipf-cluster-demo.json").read_text())
     s = report["summary"]
+    print(stdout, json.dumps(s), sep="\n")  # shown when an assertion below fails
     assert (out_dir / "zipf-cluster-demo.png").read_bytes()[:8] == PNG_MAGIC
     assert s["scale_outs"] >= 1 and s["scale_ins"] >= 1, (s, report["decisions"])
     assert f"spans within the bound: {s['spans_good']} of {s['spans_good'] + s['spans_bad']} (" in stdout
@@ -155,7 +164,7 @@ def test_ctrl_c_in_the_middle_leaves_no_process_and_frees_the_ports(tmp_path):
     stderr.thread.join(10)
     assert proc.returncode == 130, stderr.text[-3000:]
     assert "everything the demo started is stopped" in stderr.text
-    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
+    _no_process_left(proc.pid)
     assert _port_free(master) and _port_free(plane)
 
 
@@ -183,7 +192,7 @@ def test_keep_leaves_the_plane_and_the_job_running_and_says_where_to_look(tmp_pa
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, stderr.text[-3000:]
-    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
+    _no_process_left(proc.pid)
     assert _port_free(plane)
 
 
@@ -199,4 +208,4 @@ def test_without_java_the_demo_says_why_and_falls_back_to_local_mode(tmp_path):
     assert "running the local-mode demo instead" in stderr
     # the local demo needs Java too: it fails with a message, and leaves nothing behind
     assert proc.returncode == 1 and "Error:" in stderr
-    wait_for(lambda: not _session_processes(proc.pid), 10, 0.2, "no process of the demo left")
+    _no_process_left(proc.pid)
