@@ -76,13 +76,15 @@ def test_the_demo_scales_out_at_the_step_and_in_after_and_its_summary_is_the_api
     out_dir = tmp_path / "out"
     # make demo's defaults but 30 s per load level (the default: 40 s); the scale-in comes ~16 s after the step down
     proc = _demo("--seconds", "90", "--db", f"sqlite:///{db}", "--out-dir", str(out_dir))
-    stderr = _Lines(proc.stderr)
+    out, stderr = _Lines(proc.stdout), _Lines(proc.stderr)  # one reader per pipe (not communicate())
     try:
-        stdout, _ = proc.communicate(timeout=600)
+        proc.wait(600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    out.thread.join(10)
     stderr.thread.join(10)
+    stdout = out.text
     assert proc.returncode == 0, stdout + stderr.text[-4000:]
     _no_process_left(proc.pid)
     # live: one line per micro-batch with rate, executors, batch time and latency against the bound; decisions
