@@ -29,9 +29,16 @@ pytestmark = pytest.mark.spark
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C as in a terminal. A shell that starts the suite in the background (``make test &``)
+    ignores SIGINT, which its children inherit, and a Python started so never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _demo(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "spark_governor", "demo", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint,
+                            **kwargs)
 
 
 class _Lines:
