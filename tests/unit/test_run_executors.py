@@ -6,18 +6,10 @@ import random
 import pytest
 from sqlalchemy import insert
 
-from spark_governor.aggregators import db
 from spark_governor.aggregators.cluster_profile import record_executor_events
 from spark_governor.aggregators.models import jobs
 from spark_governor.aggregators.runs import RunSpan, executor_usage
-
-
-@pytest.fixture
-def engine(sqlite_url):
-    db.upgrade(sqlite_url)
-    eng = db.make_engine(sqlite_url)
-    yield eng
-    eng.dispose()
+from tests.unit.test_liveness import engine  # noqa: F401 (the migrated SQLite engine fixture)
 
 
 def _job(conn) -> int:
